@@ -1,0 +1,35 @@
+"""Shared fixtures. One local Ray instance serves the whole test session (starting Ray
+costs seconds; a second instance on 2 cores would fight the first for CPUs)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR = Path(os.environ.get("DATA_DIR", REPO_ROOT.parent / "shared" / "data")).resolve()
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not DATA_DIR.is_dir():
+        pytest.fail(f"DATA_DIR={DATA_DIR} does not exist: set DATA_DIR to the shared data folder")
+    return DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """Start (once) a local Ray with 2 CPUs and no dashboard; shut it down at the end."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
+        )
+    yield ray
+    ray.shutdown()
