@@ -4,4 +4,4 @@ from stages.section import Section
 
 
 class ReportConfig(Section):
-    formats: list[str] = Field(default_factory=lambda: ["md", "json"])
+    curve_points: int = Field(10, ge=2, description="points of the pretraining curve in report.md")

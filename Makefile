@@ -1,0 +1,41 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+#
+# Install order matters: torch first and pinned (an unpinned torch, or a package that
+# pulls one, downloads several GB of CUDA wheels), DeepSpeed last with
+# --no-build-isolation (its setup.py imports the torch already installed).
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH_VERSION ?= 2.13.0
+DEEPSPEED_VERSION ?= 0.19.8
+DATA_DIR ?= ../shared/data
+PYTEST_ARGS ?=
+export DATA_DIR
+
+.PHONY: install demo test test-unit bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml requirements/runtime.txt requirements/test.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip setuptools wheel
+	$(BIN)/pip install -q torch==$(TORCH_VERSION)
+	$(BIN)/pip install -q -r requirements/runtime.txt -r requirements/test.txt
+	$(BIN)/pip install -q --no-build-isolation deepspeed==$(DEEPSPEED_VERSION)
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+demo: install
+	@test -d "$(DATA_DIR)" || { echo "DATA_DIR=$(DATA_DIR) does not exist: run 'make demo DATA_DIR=/path/to/shared/data'"; exit 2; }
+	$(BIN)/pretrain run configs/demo.yaml
+	$(BIN)/pretrain status runs/demo
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-unit: install
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+clean:
+	rm -rf runs build *.egg-info .pytest_cache

@@ -1,0 +1,84 @@
+"""The `pretrain` command: run, plan, status.
+
+Exit codes: 0 success, 1 a stage failed, 2 a usage or config mistake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pipeline.config import ConfigError, load_config
+from pipeline.graph import STAGE_NAMES
+from pipeline.planner import Selection, plan
+from pipeline.status import format_table, render
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pretrain", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def config_command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("config", help="experiment YAML, e.g. configs/demo.yaml")
+        sub.add_argument("-o", "--override", action="append", default=[], metavar="KEY=VALUE",
+                         help="override a config key, e.g. -o pretrain.max_steps=2000 (repeatable)")
+        sub.add_argument("--only", action="append", default=[], choices=STAGE_NAMES, metavar="STAGE",
+                         help="run only this stage (repeatable); its inputs must be finished")
+        sub.add_argument("--from", dest="from_stage", choices=STAGE_NAMES, metavar="STAGE",
+                         help="run this stage and everything downstream of it")
+        sub.add_argument("--force", nargs="?", const="*", action="append", default=[],
+                         metavar="STAGE",
+                         help="re-run even if cached: the named stage and its downstream, "
+                              "or with no name every selected stage")
+        return sub
+
+    config_command("run", "run every stage that is not cached")
+    config_command("plan", "show what would run, what is cached, and why (starts nothing)")
+    status = commands.add_parser("status", help="one row per stage of a run directory")
+    status.add_argument("run_dir", help="the experiment's workdir, e.g. runs/demo")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "status":
+            print(render(Path(args.run_dir)))
+            return 0
+        cfg = load_config(args.config, args.override)
+        selection = Selection(only=tuple(args.only), from_stage=args.from_stage,
+                              force=tuple(args.force))
+        if args.command == "plan":
+            decisions = plan(cfg, selection)
+            print(f"experiment {cfg.name}: workdir {cfg.resolved_workdir}")
+            print(format_table(["stage", "decision", "fingerprint", "why"],
+                               [[d.stage, d.action, d.fingerprint, d.reason] for d in decisions]))
+            return 0
+        return _run(cfg, selection, args.config)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(cfg, selection: Selection, config_path: str) -> int:
+    from pipeline.runner import StageFailed, run_pipeline
+
+    try:
+        run_pipeline(cfg, selection, config_path=config_path)
+    except StageFailed as error:
+        print(f"error: {error}", file=sys.stderr)
+        print(f"the stage wrote no manifest; fix the cause and run the same command again",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: finished stages are kept; run the same command to resume",
+              file=sys.stderr)
+        return 130
+    print(f"done: `pretrain status {cfg.resolved_workdir}` for the table")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""The stage graph: which stages exist, what each reads, and how to call it.
+
+Stage code is named by import path and imported only when the stage runs, so building
+the graph (for `plan` and `status`) never imports torch, Ray or DeepSpeed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageSpec:
+    """One stage. Bump `code_version` when a change to the stage's code changes its
+    output; that invalidates its cached results and everything downstream."""
+
+    name: str
+    entry: str  # "package.module:function"
+    inputs: tuple[str, ...] = ()
+    code_version: str = "1"
+    # Top-level experiment keys the stage reads; they join its fingerprint.
+    experiment_keys: tuple[str, ...] = ()
+    # Whether an interrupted attempt's partial output is kept for the stage to resume
+    # from (checkpoints, finished shards); otherwise the directory is cleared first.
+    resumes: bool = False
+    # Sub-directories that hold the stage's own progress (checkpoints), not outputs:
+    # left out of the manifest's file list.
+    scratch_dirs: tuple[str, ...] = ()
+    # Whether the stage runs on Ray (the engine starts or connects to Ray before it).
+    needs_ray: bool = True
+    # Metrics `pretrain status` shows for the stage (all "task/metric" scores if empty).
+    summary_metrics: tuple[str, ...] = field(default=())
+
+    def load(self) -> Callable:
+        module_name, _, function_name = self.entry.partition(":")
+        return getattr(importlib.import_module(module_name), function_name)
+
+
+STAGES: tuple[StageSpec, ...] = (
+    StageSpec(name="ingest", entry="stages.ingest.run:run", experiment_keys=("data_dir",),
+              summary_metrics=("documents_out", "bytes_out", "dropped_duplicate")),
+    StageSpec(name="tokenizer", entry="stages.tokenizer.run:run", inputs=("ingest",),
+              experiment_keys=("seed",), summary_metrics=("vocab_size", "fertility")),
+    StageSpec(name="dataset", entry="stages.dataset.run:run", inputs=("ingest", "tokenizer"),
+              experiment_keys=("seed",), resumes=True,
+              summary_metrics=("train_rows", "train_tokens", "validation_tokens")),
+    StageSpec(name="pretrain", entry="stages.pretrain.run:run", inputs=("dataset", "tokenizer"),
+              experiment_keys=("seed",), resumes=True, scratch_dirs=("ray",),
+              summary_metrics=("steps", "final_loss", "val_loss", "tokens_per_second")),
+    StageSpec(name="finetune", entry="stages.finetune.run:run", inputs=("pretrain",),
+              experiment_keys=("seed", "data_dir"), resumes=True, scratch_dirs=("ray",),
+              summary_metrics=()),
+    StageSpec(name="report", entry="stages.report.run:run", needs_ray=False,
+              inputs=("ingest", "tokenizer", "dataset", "pretrain", "finetune")),
+)
+
+STAGE_NAMES = tuple(spec.name for spec in STAGES)
+BY_NAME = {spec.name: spec for spec in STAGES}
+
+
+def downstream_of(name: str) -> set[str]:
+    """`name` and every stage that reads it, directly or not."""
+    found = {name}
+    for spec in STAGES:  # STAGES is in topological order
+        if any(i in found for i in spec.inputs):
+            found.add(spec.name)
+    return found
+
+
+def upstream_of(name: str) -> set[str]:
+    """Every stage `name` reads, directly or not (not `name` itself)."""
+    found: set[str] = set()
+    for input_name in BY_NAME[name].inputs:
+        found |= {input_name} | upstream_of(input_name)
+    return found

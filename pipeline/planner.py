@@ -1,0 +1,129 @@
+"""Decide, for every stage, whether it is cached or runs, and say why.
+
+Cheapest checks first (DVC's `changed()`): fingerprints are pure functions of the
+config, so the whole plan needs only a few `stat` calls and manifest reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pipeline.config import ConfigError, ExperimentConfig
+from pipeline.fingerprint import compute_all
+from pipeline.graph import BY_NAME, STAGE_NAMES, STAGES, downstream_of
+from pipeline.store import ArtifactStore
+
+Action = Literal["cached", "run", "missing"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    stage: str
+    fingerprint: str
+    action: Action  # missing = not finished and not selected to run
+    reason: str
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which stages a command asks for. `force` holds stage names, or "*" for all selected."""
+
+    only: tuple[str, ...] = ()
+    from_stage: str | None = None
+    force: tuple[str, ...] = ()
+
+    def validate(self) -> None:
+        for name in (*self.only, *( [self.from_stage] if self.from_stage else []),
+                     *(f for f in self.force if f != "*")):
+            if name not in BY_NAME:
+                raise ConfigError(f"unknown stage '{name}'; stages are: {', '.join(STAGE_NAMES)}")
+        if self.only and self.from_stage:
+            raise ConfigError("use either --only or --from, not both")
+
+    def selected(self) -> set[str]:
+        if self.only:
+            return set(self.only)
+        if self.from_stage:
+            return downstream_of(self.from_stage)
+        return set(STAGE_NAMES)
+
+    def forced(self) -> set[str]:
+        forced: set[str] = set()
+        for name in self.force:
+            # A forced stage rewrites its output, so whatever read the old output is
+            # re-run too (within the selection).
+            forced |= self.selected() if name == "*" else downstream_of(name) & self.selected()
+        return forced
+
+
+def plan(cfg: ExperimentConfig, selection: Selection = Selection()) -> list[Decision]:
+    selection.validate()
+    store = ArtifactStore(cfg.resolved_workdir)
+    fingerprints = compute_all(cfg)
+    selected, forced = selection.selected(), selection.forced()
+    decisions: list[Decision] = []
+    for spec in STAGES:
+        fp, identity = fingerprints[spec.name]
+        if spec.name in forced:
+            decisions.append(Decision(spec.name, fp, "run", "forced (--force)"))
+        elif store.is_finished(spec.name, fp):
+            decisions.append(Decision(spec.name, fp, "cached", "finished with this fingerprint"))
+        elif spec.name in selected:
+            decisions.append(Decision(spec.name, fp, "run", _why_not_cached(store, spec.name, fp, identity)))
+        else:
+            decisions.append(Decision(spec.name, fp, "missing", "not finished, not selected"))
+    _check_inputs_available(decisions)
+    return decisions
+
+
+def _check_inputs_available(decisions: list[Decision]) -> None:
+    by_stage = {d.stage: d for d in decisions}
+    for decision in decisions:
+        if decision.action != "run":
+            continue
+        for input_name in BY_NAME[decision.stage].inputs:
+            if by_stage[input_name].action == "missing":
+                raise ConfigError(
+                    f"stage '{decision.stage}' reads '{input_name}', which is not finished for "
+                    f"this config; run it first (drop --only, or use --from {input_name})")
+
+
+def _why_not_cached(store: ArtifactStore, stage: str, fp: str, identity: dict) -> str:
+    failure = store.failure(stage, fp)
+    if failure:
+        return f"failed last time ({failure.get('error', 'unknown error')}); will retry"
+    if store.stage_dir(stage, fp).exists():
+        how = "resumes from its partial output" if BY_NAME[stage].resumes else "starts over"
+        return f"an earlier attempt was interrupted; {how}"
+    previous = store.previous_manifests(stage)
+    if not previous:
+        return "not run yet"
+    return "stale: " + describe_change(previous[0].get("identity", {}), identity)
+
+
+def describe_change(old: dict, new: dict) -> str:
+    """Say which keys differ between two stage identities, most specific first."""
+    changes = []
+    stage = new.get("stage", "")
+    for key, (a, b) in _flat_diff(old.get("config", {}), new.get("config", {})).items():
+        changes.append(f"{stage}.{key} {a!r} -> {b!r}")
+    for key, (a, b) in _flat_diff(old.get("experiment", {}), new.get("experiment", {})).items():
+        changes.append(f"{key} {a!r} -> {b!r}")
+    if old.get("code_version") != new.get("code_version"):
+        changes.append(f"code version {old.get('code_version')} -> {new.get('code_version')}")
+    for name, fp in new.get("inputs", {}).items():
+        if old.get("inputs", {}).get(name) != fp:
+            changes.append(f"input '{name}' changed")
+    return ", ".join(changes) or "fingerprint differs"
+
+
+def _flat_diff(old: dict, new: dict, prefix: str = "") -> dict[str, tuple]:
+    diff = {}
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            diff.update(_flat_diff(a, b, f"{prefix}{key}."))
+        elif a != b:
+            diff[f"{prefix}{key}"] = (a, b)
+    return diff

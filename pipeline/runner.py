@@ -1,0 +1,155 @@
+"""Run the stages a plan selects, each to a manifest or to a clear failure.
+
+The runner starts (or connects to) Ray only when a stage that needs it actually runs:
+a fully cached rerun never starts Ray.
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import yaml
+
+from pipeline.config import ConfigError, ExperimentConfig
+from pipeline.context import StageContext
+from pipeline.fingerprint import compute_all
+from pipeline.graph import BY_NAME
+from pipeline.planner import Decision, Selection, plan
+from pipeline.ray_session import RaySession
+from pipeline.store import RUN_INDEX, ArtifactStore, inventory, write_json_atomic
+
+LIBRARIES = ("torch", "ray", "deepspeed", "pyarrow", "tokenizers", "datasets", "wandb", "pydantic")
+
+
+class StageFailed(RuntimeError):
+    """A stage raised; the message names the stage and the cause. No manifest was written."""
+
+    def __init__(self, stage: str, cause: BaseException):
+        super().__init__(f"stage '{stage}' failed: {type(cause).__name__}: {cause}")
+        self.stage = stage
+        self.cause = cause
+
+
+@dataclass
+class RunResult:
+    decisions: list[Decision]
+    ran: list[str] = field(default_factory=list)
+    ray_started: bool = False
+
+
+def run_pipeline(cfg: ExperimentConfig, selection: Selection = Selection(), *,
+                 config_path: str | None = None, echo=print,
+                 load_stage=None, use_ray: bool = True) -> RunResult:
+    """Run what `plan` selects. `load_stage(spec) -> function` and `use_ray=False` let
+    engine tests drive plain functions with no Ray."""
+    load_stage = load_stage or (lambda spec: spec.load())
+    decisions = plan(cfg, selection)
+    to_run = [d for d in decisions if d.action == "run"]
+    _check_data_dir(cfg, to_run)
+    store = ArtifactStore(cfg.resolved_workdir)
+    fingerprints = compute_all(cfg)
+    result = RunResult(decisions)
+    _write_run_index(cfg, fingerprints, config_path)
+    with RaySession(cfg.ray) as ray_session:
+        for decision in decisions:
+            if decision.action != "run":
+                echo(f"[{decision.stage}] {decision.action} ({decision.fingerprint})")
+                continue
+            spec = BY_NAME[decision.stage]
+            if spec.needs_ray and use_ray:
+                ray_session.ensure_started(echo)
+            echo(f"[{decision.stage}] running ({decision.fingerprint}): {decision.reason}")
+            manifest = _run_stage(cfg, store, decision, fingerprints, load_stage(spec))
+            result.ran.append(decision.stage)
+            echo(f"[{decision.stage}] done in {manifest['wall_seconds']:.1f}s "
+                 f"{_summary(manifest['metrics'])}")
+        result.ray_started = ray_session.started
+    return result
+
+
+def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
+               fingerprints: dict, stage_function) -> dict:
+    spec = BY_NAME[decision.stage]
+    fp, identity = fingerprints[spec.name]
+    output_dir = store.prepare(spec.name, fp, keep_partial=spec.resumes)
+    inputs = {name: store.stage_dir(name, fingerprints[name][0]) for name in spec.inputs}
+    ctx = StageContext(
+        name=spec.name, config=getattr(cfg, spec.name), experiment=cfg, output_dir=output_dir,
+        inputs=inputs,
+        input_manifests={name: store.manifest(name, fingerprints[name][0]) for name in spec.inputs},
+        fingerprint=fp,
+    )
+    start = time.time()
+    try:
+        metrics = stage_function(ctx) or {}
+    except Exception as error:  # recorded for `status`; never a manifest
+        store.write_failure(spec.name, fp, {
+            "stage": spec.name, "error": f"{type(error).__name__}: {error}",
+            "traceback": traceback.format_exc(), "time": time.time()})
+        raise StageFailed(spec.name, error) from error
+    # Ctrl-C (KeyboardInterrupt) passes through untouched: the directory stays without a
+    # manifest and the next run sees an interrupted attempt.
+    end = time.time()
+    manifest = {
+        "stage": spec.name, "fingerprint": fp, "identity": identity,
+        "inputs": {name: fingerprints[name][0] for name in spec.inputs},
+        "config": identity["config"], "code_version": spec.code_version,
+        "start_time": start, "end_time": end, "wall_seconds": end - start,
+        "host": socket.gethostname(), "python": platform.python_version(),
+        "libraries": _library_versions(), "argv": sys.argv,
+        "files": inventory(output_dir, spec.scratch_dirs), "metrics": metrics,
+    }
+    store.write_manifest(spec.name, fp, manifest)
+    return manifest
+
+
+def _check_data_dir(cfg: ExperimentConfig, to_run: list[Decision]) -> None:
+    readers = [d.stage for d in to_run if "data_dir" in BY_NAME[d.stage].experiment_keys]
+    if readers and not cfg.resolved_data_dir.is_dir():
+        raise ConfigError(
+            f"data_dir {cfg.resolved_data_dir} does not exist (stages {', '.join(readers)} read "
+            f"it); set DATA_DIR to the shared data folder, e.g. `make demo DATA_DIR=/path/to/shared/data` "
+            f"or `export DATA_DIR=...`")
+
+
+def _write_run_index(cfg: ExperimentConfig, fingerprints: dict, config_path: str | None) -> None:
+    workdir = cfg.resolved_workdir
+    workdir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(workdir / RUN_INDEX, {
+        "name": cfg.name, "config_file": config_path, "updated": time.time(),
+        "stages": {name: fp for name, (fp, _) in fingerprints.items()},
+    })
+    (workdir / "config.resolved.yaml").write_text(
+        yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+
+
+def _library_versions() -> dict[str, str]:
+    versions = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def _summary(metrics: dict, limit: int = 4) -> str:
+    shown = [(k, v) for k, v in metrics.items() if isinstance(v, (int, float))][:limit]
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown)
+
+
+def load_run_index(run_dir: Path) -> dict:
+    import json
+
+    path = Path(run_dir) / RUN_INDEX
+    if not path.is_file():
+        raise ConfigError(f"{run_dir} is not a run directory (no {RUN_INDEX}); "
+                          f"run `pretrain run CONFIG` first, or pass runs/<name>")
+    return json.loads(path.read_text(encoding="utf-8"))

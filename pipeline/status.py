@@ -1,0 +1,60 @@
+"""`pretrain status RUN_DIR`: one row per stage from the manifests on disk."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pipeline.graph import BY_NAME, STAGE_NAMES
+from pipeline.runner import load_run_index
+from pipeline.store import ArtifactStore
+
+SCORE = re.compile(r"/(accuracy|f1|matthews|pearson|spearman|exact_match|em)$")
+
+
+def stage_rows(run_dir: Path) -> list[dict]:
+    """[{stage, state, fingerprint, seconds, metrics}] for the run's latest fingerprints."""
+    index = load_run_index(run_dir)
+    store = ArtifactStore(Path(run_dir))
+    rows = []
+    for name in STAGE_NAMES:
+        fp = index["stages"].get(name, "")
+        manifest = store.manifest(name, fp) if fp else None
+        if manifest:
+            state, seconds = "done", manifest.get("wall_seconds")
+            metrics = key_metrics(name, manifest.get("metrics", {}))
+        elif fp and store.failure(name, fp):
+            state, seconds, metrics = "failed", None, {"error": store.failure(name, fp)["error"][:80]}
+        elif fp and store.stage_dir(name, fp).exists():
+            state, seconds, metrics = "incomplete", None, {}
+        else:
+            state, seconds, metrics = "not run", None, {}
+        rows.append({"stage": name, "state": state, "fingerprint": fp,
+                     "seconds": seconds, "metrics": metrics})
+    return rows
+
+
+def key_metrics(stage: str, metrics: dict) -> dict:
+    wanted = BY_NAME[stage].summary_metrics
+    if wanted:
+        return {k: metrics[k] for k in wanted if k in metrics}
+    return {k: v for k, v in metrics.items() if SCORE.search(k)}
+
+
+def format_metrics(metrics: dict) -> str:
+    return "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items())
+
+
+def format_table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def render(run_dir: Path) -> str:
+    rows = stage_rows(run_dir)
+    return format_table(
+        ["stage", "state", "fingerprint", "seconds", "key metrics"],
+        [[r["stage"], r["state"], r["fingerprint"],
+          f"{r['seconds']:.1f}" if r["seconds"] is not None else "-", format_metrics(r["metrics"])]
+         for r in rows])
