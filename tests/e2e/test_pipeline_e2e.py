@@ -1,0 +1,131 @@
+"""The whole pipeline through the real CLI on the tiny config: all six stages, then a
+fully cached rerun, then plan after a config change; and SIGKILL of the driver
+mid-pretrain followed by a rerun that resumes from the checkpoint."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cli import pretrain_cli, start_cli
+
+pytestmark = [pytest.mark.e2e, pytest.mark.ray]
+CONFIG = "configs/gpt-tiny.yaml"
+
+
+@pytest.fixture(scope="module")
+def ray_address(ray_session) -> str:
+    return ray_session.get_runtime_context().gcs_address
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, ray_address):
+    workdir = tmp_path_factory.mktemp("e2e") / "gpt-tiny"
+    args = (CONFIG, "-o", f"workdir={workdir}", "-o", f"ray.address={ray_address}")
+    result = pretrain_cli("run", *args)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return workdir, args, result
+
+
+def manifest(workdir: Path, stage: str) -> dict:
+    (path,) = workdir.glob(f"{stage}/*/manifest.json")
+    return json.loads(path.read_text())
+
+
+def test_all_six_stages_finish_with_real_outputs(finished_run):
+    workdir, _, result = finished_run
+    for stage in ("ingest", "tokenizer", "dataset", "pretrain", "finetune", "report"):
+        assert f"[{stage}] done" in result.stdout, result.stdout
+    pretrain_dir = next(workdir.glob("pretrain/*/"))
+    assert (pretrain_dir / "model" / "model.safetensors").stat().st_size > 0
+    assert (pretrain_dir / "metrics.jsonl").is_file()
+    pretrain = manifest(workdir, "pretrain")["metrics"]
+    assert pretrain["steps"] == 40 and pretrain["val_loss"] < 8.0
+    accuracy = manifest(workdir, "finetune")["metrics"]["sst2/accuracy"]
+    assert 0.0 <= accuracy <= 1.0
+    report_dir = next(workdir.glob("report/*/"))
+    report_md = (report_dir / "report.md").read_text()
+    assert "| pretrain | done |" in report_md and "| sst2 | accuracy |" in report_md
+    report = json.loads((report_dir / "metrics.json").read_text())
+    assert report["finetune"]["sst2/accuracy"] == accuracy
+
+
+def test_status_shows_one_row_per_stage(finished_run):
+    workdir, _, _ = finished_run
+    status = pretrain_cli("status", str(workdir))
+    assert status.returncode == 0
+    rows = [line for line in status.stdout.splitlines()[2:] if line.strip()]
+    assert len(rows) == 6 and all(" done " in row for row in rows), status.stdout
+    assert "sst2/accuracy=" in status.stdout
+
+
+def test_cached_rerun_starts_no_ray_and_runs_nothing(finished_run):
+    workdir, args, _ = finished_run
+    rerun = pretrain_cli("run", *args)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "Ray" not in rerun.stdout and "running" not in rerun.stdout
+    assert rerun.stdout.count("cached") == 6
+
+
+def test_plan_names_the_changed_key(finished_run):
+    _, args, _ = finished_run
+    result = pretrain_cli("plan", *args, "-o", "pretrain.lr=0.0005")
+    assert result.returncode == 0, result.stderr
+    lines = {line.split()[0]: line for line in result.stdout.splitlines()[2:] if line.strip()}
+    assert "cached" in lines["dataset"]
+    assert "stale: pretrain.lr 0.001 -> 0.0005" in lines["pretrain"]
+    assert "run" in lines["finetune"] and "input 'pretrain' changed" in lines["finetune"]
+
+
+def test_sigkill_mid_pretrain_then_rerun_resumes_from_checkpoint(finished_run, tmp_path, ray_address):
+    reference_workdir, _, _ = finished_run
+    workdir = tmp_path / "gpt-tiny"
+    args = (CONFIG, "-o", f"workdir={workdir}", "-o", f"ray.address={ray_address}")
+    driver = start_cli("run", *args, log=tmp_path / "first.log")
+    try:
+        checkpoint_step = _wait_for_checkpoint(workdir, driver, tmp_path / "first.log")
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert not list(workdir.glob("pretrain/*/manifest.json"))
+
+    rerun = pretrain_cli("run", *args)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    for stage in ("ingest", "tokenizer", "dataset"):
+        assert f"[{stage}] cached" in rerun.stdout
+    assert "[pretrain] running" in rerun.stdout and "interrupted" in rerun.stdout
+    steps = [r["step"] for r in _records(workdir) if "loss" in r]
+    restart = next(i for i in range(1, len(steps)) if steps[i] <= steps[i - 1])
+    assert steps[restart] > 1, "the rerun started from step 1 instead of the checkpoint"
+    # checkpoint_every is 10: training restarts right after a committed checkpoint.
+    assert (steps[restart] - 1) % 10 == 0 and steps[restart] >= 11 and steps[-1] == 40
+    resumed, reference = manifest(workdir, "pretrain")["metrics"], manifest(reference_workdir, "pretrain")["metrics"]
+    assert resumed["steps"] == 40
+    assert resumed["val_loss"] == pytest.approx(reference["val_loss"], rel=0.02)
+
+
+def _records(workdir: Path) -> list[dict]:
+    files = list(workdir.glob("pretrain/*/metrics.jsonl"))
+    if not files:
+        return []
+    return [json.loads(line) for line in files[0].read_text().splitlines() if line.strip()]
+
+
+def _wait_for_checkpoint(workdir: Path, driver, log: Path, timeout: float = 400) -> int:
+    """Block until pretrain has committed a checkpoint and is still training; its step."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if driver.poll() is not None:
+            pytest.fail(f"driver exited before a checkpoint:\n{log.read_text()[-3000:]}")
+        checkpoints = list(workdir.glob("pretrain/*/ray/**/checkpoint_*"))
+        steps = [r["step"] for r in _records(workdir) if "loss" in r]
+        if checkpoints and steps and 10 <= steps[-1] < 30:
+            return steps[-1]
+        time.sleep(0.1)
+    pytest.fail(f"no checkpoint within {timeout}s:\n{log.read_text()[-3000:]}")
