@@ -2,34 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-class MetricsLog:
-    """Append-only JSONL metrics file in a stage's output directory.
-
-    Every record gets a wall-clock `time`; training adds `step`. One file per stage run
-    so that the report stage can plot curves without knowing who wrote them.
-    """
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-
-    def log(self, record: dict[str, Any]) -> None:
-        line = json.dumps({"time": time.time(), **record}, default=float)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-
-    def read(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        with open(self.path, encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+from stages.tracking import MetricsLog
 
 
 @dataclass

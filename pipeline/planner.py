@@ -23,6 +23,7 @@ class Decision:
     fingerprint: str
     action: Action  # missing = not finished and not selected to run
     reason: str
+    forced: bool = False  # forced runs start from an empty directory, never resume
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def plan(cfg: ExperimentConfig, selection: Selection = Selection()) -> list[Deci
     for spec in STAGES:
         fp, identity = fingerprints[spec.name]
         if spec.name in forced:
-            decisions.append(Decision(spec.name, fp, "run", "forced (--force)"))
+            decisions.append(Decision(spec.name, fp, "run", "forced (--force)", forced=True))
         elif store.is_finished(spec.name, fp):
             decisions.append(Decision(spec.name, fp, "cached", "finished with this fingerprint"))
         elif spec.name in selected:

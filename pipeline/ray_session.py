@@ -26,8 +26,9 @@ class RaySession:
             echo(f"connecting to Ray at {address}")
             ray.init(address=address, runtime_env=runtime_env)
         else:
-            ray.init(num_cpus=self.ray_config.num_cpus, include_dashboard=False,
-                     runtime_env=runtime_env)
+            # The dashboard stays on: Ray Train V2 polls controller state through it,
+            # and logs an error every second without it.
+            ray.init(num_cpus=self.ray_config.num_cpus, runtime_env=runtime_env)
             echo(f"started local Ray ({ray.cluster_resources().get('CPU', 0):.0f} CPUs)")
         self.started = True
 

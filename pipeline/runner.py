@@ -78,7 +78,8 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
                fingerprints: dict, stage_function) -> dict:
     spec = BY_NAME[decision.stage]
     fp, identity = fingerprints[spec.name]
-    output_dir = store.prepare(spec.name, fp, keep_partial=spec.resumes)
+    # A forced stage must not "resume" from its own finished checkpoints.
+    output_dir = store.prepare(spec.name, fp, keep_partial=spec.resumes and not decision.forced)
     inputs = {name: store.stage_dir(name, fingerprints[name][0]) for name in spec.inputs}
     ctx = StageContext(
         name=spec.name, config=getattr(cfg, spec.name), experiment=cfg, output_dir=output_dir,

@@ -14,16 +14,38 @@ from pathlib import Path
 from typing import Any
 
 
+class MetricsLog:
+    """Append-only JSONL metrics file in a stage's output directory.
+
+    Every record gets a wall-clock `time`; training adds `step`. One file per stage run
+    so that the report stage can plot curves without knowing who wrote them.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def log(self, record: dict[str, Any]) -> None:
+        line = json.dumps({"time": time.time(), **record}, default=float)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        with open(self.path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+
 class Tracker:
-    def __init__(self, jsonl_path: Path, wandb_run: Any = None):
-        self.jsonl_path = Path(jsonl_path)
-        self.jsonl_path.parent.mkdir(parents=True, exist_ok=True)
+    """Sends every record to the stage's JSONL log and, if open, to a wandb run."""
+
+    def __init__(self, metrics_log: MetricsLog, wandb_run: Any = None):
+        self.metrics_log = metrics_log
         self._wandb_run = wandb_run
 
     def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
-        record = {"time": time.time(), **({"step": step} if step is not None else {}), **metrics}
-        with open(self.jsonl_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record, default=float) + "\n")
+        self.metrics_log.log({**({"step": step} if step is not None else {}), **metrics})
         if self._wandb_run is not None:
             try:
                 self._wandb_run.log(metrics, step=step)
@@ -51,13 +73,15 @@ class Tracker:
 
 
 def open_tracker(*, experiment, stage: str, fingerprint: str, output_dir: Path,
-                 config: dict | None = None, jsonl_name: str = "metrics.jsonl") -> Tracker:
-    """A Tracker writing `output_dir/jsonl_name`, plus a wandb run if tracking.wandb.mode
-    is offline or online (offline files go under `output_dir/wandb`)."""
+                 config: dict | None = None, metrics_log: MetricsLog | None = None) -> Tracker:
+    """A Tracker writing `metrics_log` (default `output_dir/metrics.jsonl`), plus a wandb
+    run if tracking.wandb.mode is offline or online (files under `output_dir/wandb`)."""
     output_dir = Path(output_dir)
-    wandb_config = experiment.tracking.wandb
+    metrics_log = metrics_log or MetricsLog(output_dir / "metrics.jsonl")
+    tracking = getattr(experiment, "tracking", None)
+    wandb_config = tracking.wandb if tracking is not None else None
     run = None
-    if wandb_config.mode != "disabled":
+    if wandb_config is not None and wandb_config.mode != "disabled":
         try:
             import wandb
 
@@ -68,5 +92,6 @@ def open_tracker(*, experiment, stage: str, fingerprint: str, output_dir: Path,
                 tags=[stage, fingerprint], config=config or {}, reinit="create_new",
             )
         except Exception as error:  # noqa: BLE001 - a tracking error is only a warning
-            warnings.warn(f"wandb.init failed ({error}); tracking to {jsonl_name} only", stacklevel=2)
-    return Tracker(output_dir / jsonl_name, run)
+            warnings.warn(f"wandb.init failed ({error}); tracking to {metrics_log.path} only",
+                          stacklevel=2)
+    return Tracker(metrics_log, run)

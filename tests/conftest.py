@@ -22,14 +22,20 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def ray_session():
     """Start (once) a local Ray with 2 CPUs and no dashboard; shut it down at the end."""
+    import psutil
     import ray
 
     if not ray.is_initialized():
         ray.init(
             num_cpus=2,
-            include_dashboard=False,
             log_to_driver=False,
             runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
         )
     yield ray
     ray.shutdown()
+    # Now and then a Ray worker (e.g. a Train controller) outlives shutdown; end every
+    # process this test session started so the next session starts clean.
+    leftovers = psutil.Process().children(recursive=True)
+    for process in leftovers:
+        process.kill()
+    psutil.wait_procs(leftovers, timeout=10)

@@ -1,0 +1,39 @@
+"""Model code in plain PyTorch (imports only torch and safetensors; never Ray, DeepSpeed
+or the engine). Parallelism and checkpointing wrap these modules from outside.
+
+Public API (stable; finetune and pretrain build on it):
+
+    from stages.models import GPT, GPTConfig, GPTForSequenceClassification
+    from stages.models import build_model, save_pretrained, load_pretrained
+
+    GPTConfig(*, vocab_size, max_seq_len, num_layers=2, hidden_size=128, num_heads=4,
+              dropout=0.0, layer_norm_eps=1e-5)
+    GPT(config)
+        .forward(input_ids, labels=None, attention_mask=None) -> (logits (B,T,V), loss|None)
+            labels are shifted inside (position t predicts t+1); -100 = no loss
+        .hidden_states(input_ids, attention_mask=None) -> (B, T, C) after the final LayerNorm
+        .num_parameters(exclude_position_embedding=False) -> int
+        .flops_per_token(seq_len=None) -> int            # 6N + 12*L*C*T
+    GPTForSequenceClassification(backbone: GPT, num_labels, dropout=None)
+        .forward(input_ids, attention_mask=None, labels=None) -> (logits (B,num_labels), loss|None)
+            pools the last real token; cross-entropy, or MSE when num_labels == 1
+    build_model(model_cfg: dict | dataclass | pydantic, vocab_size, max_seq_len) -> nn.Module
+    save_pretrained(model, directory) -> Path    # model.safetensors + model_config.json
+    load_pretrained(directory, device="cpu") -> nn.Module
+
+    stages.models.convert: gpt_to_hf_gpt2(state_dict, num_layers), hf_gpt2_to_gpt(...),
+        hf_gpt2_config(GPTConfig) -> weights and config for Hugging Face GPT2LMHeadModel
+"""
+
+from stages.models.build import build_model, load_pretrained, save_pretrained
+from stages.models.gpt import GPT, GPTConfig
+from stages.models.heads import GPTForSequenceClassification
+
+__all__ = [
+    "GPT",
+    "GPTConfig",
+    "GPTForSequenceClassification",
+    "build_model",
+    "load_pretrained",
+    "save_pretrained",
+]

@@ -51,7 +51,10 @@ def _curve(pretrain_dir: Path | None, points: int = 10) -> list[dict[str, Any]]:
         return []
     with open(Path(pretrain_dir) / "metrics.jsonl", encoding="utf-8") as f:
         records = [json.loads(line) for line in f if line.strip()]
-    train = [r for r in records if "loss" in r and "step" in r]
+    # After a resume the steps between the last checkpoint and the crash are logged
+    # twice; the later record is the one the finished run stands on.
+    latest = {r["step"]: r for r in records if "loss" in r and "step" in r}
+    train = [latest[step] for step in sorted(latest)]
     if not train:
         return []
     stride = max(1, len(train) // points)

@@ -93,6 +93,8 @@ def test_force_reruns_the_stage_and_its_downstream(config_file):
     stages.calls.clear()
     run(config_file, stages, force=("dataset",))
     assert stages.calls == ["dataset", "pretrain", "finetune", "report"]
+    # A forced resumable stage starts empty: it must not "resume" from its finished output.
+    assert stages.found_partial["pretrain"] is False
     stages.calls.clear()
     run(config_file, stages, only=("tokenizer",), force=("*",))
     assert stages.calls == ["tokenizer"]

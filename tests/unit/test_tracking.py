@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from stages.tracking import Tracker, open_tracker
+from stages.tracking import MetricsLog, Tracker, open_tracker
 
 
 def experiment(mode: str):
@@ -46,7 +46,7 @@ def test_a_failing_wandb_run_only_warns(tmp_path):
         def log(self, *args, **kwargs):
             raise RuntimeError("network down")
 
-    tracker = Tracker(tmp_path / "m.jsonl", Broken())
+    tracker = Tracker(MetricsLog(tmp_path / "m.jsonl"), Broken())
     with pytest.warns(UserWarning, match="network down"):
         tracker.log({"loss": 1.0}, step=1)
     tracker.log({"loss": 0.5}, step=2)  # no second warning: wandb is off now

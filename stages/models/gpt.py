@@ -1,0 +1,235 @@
+"""GPT-2 in plain PyTorch, readable top to bottom (after nanoGPT).
+
+Pre-LayerNorm decoder blocks, learned absolute positions, causal self-attention through
+`scaled_dot_product_attention`, a tanh-GELU MLP (GPT-2's "gelu_new"), a final LayerNorm
+and an LM head tied to the token embedding. The layout is GPT-2's, so weights map
+one-to-one onto Hugging Face `GPT2LMHeadModel` (see `stages/models/convert.py`).
+
+This file imports only torch: DeepSpeed, activation checkpointing and compilation are
+applied from outside by the trainer.
+
+    config = GPTConfig(vocab_size=8192, max_seq_len=128, num_layers=2, hidden_size=128,
+                       num_heads=4)
+    model = GPT(config)
+    logits, loss = model(input_ids, labels=input_ids)     # labels are shifted inside
+    hidden = model.hidden_states(input_ids, attention_mask)  # (B, T, C) for task heads
+
+Shapes: B batch, T sequence length, C hidden size, nh heads, hs head size (C // nh),
+V vocabulary size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+IGNORE_INDEX = -100  # label value that contributes no loss (Hugging Face convention)
+
+
+@dataclass(kw_only=True)
+class GPTConfig:
+    vocab_size: int
+    max_seq_len: int
+    num_layers: int = 2
+    hidden_size: int = 128
+    num_heads: int = 4
+    dropout: float = 0.0
+    layer_norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_heads != 0:
+            raise ValueError(
+                f"GPTConfig: hidden_size={self.hidden_size} is not divisible by "
+                f"num_heads={self.num_heads}; pick num_heads that divides hidden_size "
+                f"(e.g. {_largest_divisor_at_most(self.hidden_size, self.num_heads)})"
+            )
+        for name in ("vocab_size", "max_seq_len", "num_layers", "hidden_size", "num_heads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"GPTConfig: {name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"GPTConfig: dropout must be in [0, 1), got {self.dropout}")
+
+
+def _largest_divisor_at_most(n: int, k: int) -> int:
+    return max(d for d in range(1, min(n, k) + 1) if n % d == 0)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.num_heads = config.num_heads
+        self.dropout = config.dropout
+        self.qkv_proj = nn.Linear(config.hidden_size, 3 * config.hidden_size)
+        self.out_proj = nn.Linear(config.hidden_size, config.hidden_size)
+        self.out_proj.is_residual_projection = True  # scaled init, see GPT._init_weights
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv_proj(x).split(C, dim=2)  # 3 x (B, T, C)
+        q = q.view(B, T, self.num_heads, C // self.num_heads).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.num_heads, C // self.num_heads).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.num_heads, C // self.num_heads).transpose(1, 2)  # (B, nh, T, hs)
+        dropout_p = self.dropout if self.training else 0.0
+        if attn_mask is None:
+            # Fast path: SDPA builds the causal mask itself (and picks a fused kernel).
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+        else:
+            # attn_mask already combines causality and padding, (B, 1, T, T) bool.
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): heads side by side
+        return self.resid_dropout(self.out_proj(y))
+
+
+class MLP(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.fc_in = nn.Linear(config.hidden_size, 4 * config.hidden_size)
+        self.fc_out = nn.Linear(4 * config.hidden_size, config.hidden_size)
+        self.fc_out.is_residual_projection = True
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.fc_in(x)  # (B, T, 4C)
+        x = F.gelu(x, approximate="tanh")  # GPT-2's activation; exact GELU would break HF parity
+        x = self.fc_out(x)  # (B, T, C)
+        return self.dropout(x)
+
+
+class Block(nn.Module):
+    """Pre-LN residual block: normalise, transform, add back."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.attn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.attn = CausalSelfAttention(config)
+        self.mlp_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), attn_mask)
+        x = x + self.mlp(self.mlp_norm(x))
+        return x
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.token_embedding = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.position_embedding = nn.Embedding(config.max_seq_len, config.hidden_size)
+        self.embedding_dropout = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList([Block(config) for _ in range(config.num_layers)])
+        self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        # Weight tying: the output projection reuses the input embedding matrix (GPT-2).
+        self.lm_head.weight = self.token_embedding.weight
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        # GPT-2 init: N(0, 0.02) everywhere; the projections that write into the residual
+        # stream get std / sqrt(2 * num_layers) so the stream's variance does not grow
+        # with depth (two residual additions per block).
+        if isinstance(module, nn.Linear):
+            std = 0.02
+            if getattr(module, "is_residual_projection", False):
+                std /= math.sqrt(2 * self.config.num_layers)
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def hidden_states(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Final-LayerNorm hidden states, (B, T, C).
+
+        attention_mask: optional (B, T), 1 for real tokens and 0 for padding. Padding keys
+        are hidden from every query. Outputs at padding positions are meaningless; ignore
+        them (set their labels to -100, pool over real tokens only).
+        """
+        B, T = input_ids.shape
+        if T > self.config.max_seq_len:
+            raise ValueError(
+                f"sequence length {T} exceeds max_seq_len={self.config.max_seq_len}; "
+                "truncate the inputs or build the model with a larger max_seq_len"
+            )
+        positions = torch.arange(T, device=input_ids.device)  # (T,)
+        x = self.token_embedding(input_ids) + self.position_embedding(positions)  # (B, T, C)
+        x = self.embedding_dropout(x)
+        attn_mask = None if attention_mask is None else causal_padding_mask(attention_mask)
+        for block in self.blocks:
+            x = block(x, attn_mask)  # (B, T, C)
+        return self.final_norm(x)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Returns (logits (B, T, V), loss or None).
+
+        labels: (B, T), usually input_ids itself; shifted here so that position t predicts
+        token t+1 (Hugging Face convention). Positions labelled -100 carry no loss.
+        """
+        x = self.hidden_states(input_ids, attention_mask)  # (B, T, C)
+        logits = self.lm_head(x)  # (B, T, V)
+        loss = None
+        if labels is not None:
+            shifted_logits = logits[:, :-1, :]  # (B, T-1, V): predictions for tokens 1..T-1
+            shifted_labels = labels[:, 1:]  # (B, T-1)
+            loss = F.cross_entropy(
+                shifted_logits.reshape(-1, shifted_logits.size(-1)).float(),
+                shifted_labels.reshape(-1),
+                ignore_index=IGNORE_INDEX,
+            )
+        return logits, loss
+
+    def num_parameters(self, exclude_position_embedding: bool = False) -> int:
+        """Unique trainable parameters (the tied LM head is counted once)."""
+        n = sum(p.numel() for p in self.parameters())
+        if exclude_position_embedding:
+            n -= self.position_embedding.weight.numel()
+        return n
+
+    def flops_per_token(self, seq_len: int | None = None) -> int:
+        """Training FLOPs per token (forward + backward), the PaLM appendix B estimate:
+
+            6 * N  +  12 * num_layers * hidden_size * seq_len
+
+        6N: every weight does one multiply-add (2 FLOPs) per token forward and twice that
+        backward. N counts all parameters except the position embedding (a lookup, not a
+        matmul); the tied token embedding is counted because the LM head is a matmul.
+        The second term is attention's QK^T and AV products, which scale with context
+        length and have no weights. seq_len defaults to max_seq_len. Biases and
+        LayerNorms are in N although they do fewer FLOPs; the error is negligible.
+        """
+        seq_len = self.config.max_seq_len if seq_len is None else seq_len
+        n = self.num_parameters(exclude_position_embedding=True)
+        return 6 * n + 12 * self.config.num_layers * self.config.hidden_size * seq_len
+
+
+def causal_padding_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """(B, T) 1/0 padding mask -> (B, 1, T, T) bool mask, True where a query may attend.
+
+    Query i sees key j when j <= i and j is a real token. Every query also sees itself,
+    so that a padding query (e.g. left padding before any real token) has at least one
+    key: an all-False row would make softmax produce NaN, which would then leak into the
+    gradients even though the output is ignored.
+    """
+    B, T = attention_mask.shape
+    keep = attention_mask.bool()  # (B, T)
+    causal = torch.ones(T, T, dtype=torch.bool, device=keep.device).tril()  # (T, T)
+    diagonal = torch.eye(T, dtype=torch.bool, device=keep.device)  # (T, T)
+    mask = causal & keep[:, None, :]  # (B, T, T): key j real and j <= i
+    mask = mask | diagonal  # (B, T, T)
+    return mask[:, None, :, :]  # (B, 1, T, T), broadcast over heads

@@ -1,0 +1,88 @@
+"""The pretrain stage (driver side): train a model on the dataset stage's shards with Ray
+Train + DeepSpeed ZeRO, and export it.
+
+Reads   ctx.inputs["dataset"]/index.json + Arrow shards (train and validation splits)
+        ctx.inputs["tokenizer"]/tokenizer.json
+Writes  ctx.output_dir/metrics.jsonl   one record per log_every / eval_every steps
+        ctx.output_dir/ray/pretrain/   Ray Train run state and checkpoints (to resume)
+        ctx.output_dir/model/          model.safetensors, model_config.json, tokenizer.json
+
+Calling `run` again with the same output_dir (after the driver was killed, say) resumes
+from the last committed checkpoint and still ends at max_steps.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from stages.data.packed import read_index
+from stages.pretrain.config import PretrainConfig
+from stages.pretrain.train_loop import train_loop_per_worker
+from stages.training.launch import fit
+
+RUN_NAME = "pretrain"
+SUMMARY_KEYS = (
+    "steps", "final_loss", "val_loss", "val_perplexity", "tokens_per_second",
+    "num_parameters", "resumed_from_step",
+)
+
+
+def run(ctx) -> dict[str, Any]:
+    """Train, export, and return the stage metrics: steps, final_loss, val_loss,
+    val_perplexity, tokens_per_second, num_parameters, resumed_from_step, wall_seconds."""
+    started = time.time()
+    cfg: PretrainConfig = ctx.config
+    dataset_dir = Path(ctx.inputs["dataset"]).resolve()
+    tokenizer_path = Path(ctx.inputs["tokenizer"]).resolve() / "tokenizer.json"
+    index = read_dataset_index(dataset_dir)
+    if not tokenizer_path.is_file():
+        raise FileNotFoundError(f"{tokenizer_path} not found: the tokenizer stage's output is incomplete")
+
+    output_dir = Path(ctx.output_dir).resolve()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    loop_config = {
+        "pretrain": cfg.model_dump(),
+        "seed": ctx.experiment.seed,
+        "dataset_dir": str(dataset_dir),
+        "tokenizer_path": str(tokenizer_path),
+        "output_dir": str(output_dir),
+        "seq_len": index["seq_len"],
+        "vocab_size": index["vocab_size"],
+        # Rank 0 opens the tracker (this JSONL log + wandb per tracking.wandb.mode)
+        # inside the worker: a live wandb run cannot be pickled across to it.
+        "metrics_log": ctx.metrics_log,
+        "experiment": ctx.experiment,
+        "fingerprint": ctx.fingerprint,
+    }
+    result = fit(
+        train_loop_per_worker,
+        loop_config,
+        num_workers=cfg.num_workers,
+        storage_path=output_dir / "ray",
+        run_name=RUN_NAME,
+        max_failures=cfg.max_failures,
+    )
+    reported = result.metrics or {}
+    metrics = {key: reported.get(key) for key in SUMMARY_KEYS}
+    metrics["wall_seconds"] = time.time() - started
+    return metrics
+
+
+def read_dataset_index(dataset_dir: Path) -> dict[str, Any]:
+    """The dataset's index.json, checked for what pretraining a GPT needs."""
+    index = read_index(dataset_dir)  # a clear error if the dataset stage did not finish
+    index_path = dataset_dir / "index.json"
+    if index.get("objective") != "clm":
+        raise ValueError(
+            f"{index_path}: objective is {index.get('objective')!r}, but the gpt family "
+            "trains on causal LM sequences; set dataset.objective: clm"
+        )
+    for split in ("train", "validation"):
+        if not index.get("splits", {}).get(split, {}).get("rows"):
+            raise ValueError(
+                f"{index_path}: split {split!r} is missing or empty; the dataset stage must "
+                "write both train and validation rows (check dataset.validation_fraction)"
+            )
+    return index

@@ -1,0 +1,94 @@
+"""Wrap a plain PyTorch model into a DeepSpeed engine, and get full weights back out.
+
+    engine = initialize_engine(model, ds_config=build_deepspeed_config(...), lr=1e-3,
+                               weight_decay=0.1, schedule=WarmupDecaySchedule(...))
+    loss = engine(input_ids, labels=input_ids)[1]
+    engine.backward(loss)
+    grad_norm = optimizer_step(engine)          # float at accumulation boundaries, else None
+    state_dict = full_fp32_state_dict(engine)   # collective; every rank gets all weights
+
+The model stays unaware of DeepSpeed (torchtitan's "wrap from outside"). Call inside a
+Ray Train worker: the process group (gloo on CPU) already exists and DeepSpeed reuses it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from stages.training.deepspeed_config import build_param_groups
+
+
+def initialize_engine(
+    model: nn.Module,
+    *,
+    ds_config: dict[str, Any],
+    lr: float,
+    weight_decay: float,
+    schedule: Callable[[int], float],
+    betas: tuple[float, float] = (0.9, 0.95),
+):
+    """DeepSpeed engine over `model` with torch AdamW and a LambdaLR(`schedule`).
+
+    engine.step() applies the optimizer and advances the schedule once per global batch
+    (after gradient_accumulation_steps micro batches); engine.get_lr() is the current lr.
+    """
+    import deepspeed
+
+    # DeepSpeed logs every config key and each checkpoint file at INFO on every rank.
+    deepspeed.utils.logger.setLevel(logging.WARNING)
+    optimizer = torch.optim.AdamW(build_param_groups(model, weight_decay), lr=lr, betas=betas)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    engine, _, _, _ = deepspeed.initialize(
+        model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config
+    )
+    return engine
+
+
+def optimizer_step(engine) -> float | None:
+    """`engine.step()` after a micro batch's backward. Returns the global gradient norm
+    (before clipping) when this micro batch closed an accumulation window and the
+    optimizer stepped, else None.
+
+    DeepSpeed keeps that norm only under ZeRO or bf16 (it computes it while clipping);
+    for plain fp32 data parallel (ZeRO-0) we take it ourselves before the step, when the
+    gradients are already averaged across ranks and identical everywhere.
+    """
+    at_boundary = engine.is_gradient_accumulation_boundary()
+    norm = None
+    if at_boundary and not (engine.zero_optimization() or engine.bfloat16_enabled()):
+        grads = [p.grad for p in engine.module.parameters() if p.grad is not None]
+        norm = torch.nn.utils.get_total_norm(grads) if grads else None
+    engine.step()
+    if at_boundary and norm is None:
+        norm = engine.get_global_grad_norm()
+    if norm is None:
+        return None
+    return float(norm.item() if torch.is_tensor(norm) else norm)
+
+
+def full_fp32_state_dict(engine) -> dict[str, torch.Tensor]:
+    """The module's complete state dict in fp32 on CPU, on every rank (collective).
+
+    With ZeRO (any stage) or bf16 the true weights are the optimizer's fp32 master copy,
+    sharded across ranks; `safe_get_full_fp32_param` all-reduces each one back together.
+    Without either (ZeRO-0, fp32) the module's own parameters are the weights. Tied
+    parameters appear under each of their names, so the result loads with strict=True.
+    """
+    from deepspeed.utils import safe_get_full_fp32_param
+
+    full: dict[str, torch.Tensor] = {}
+    gathered: dict[int, torch.Tensor] = {}  # id(param) -> tensor, so tied ones gather once
+    for name, tensor in engine.module.state_dict(keep_vars=True).items():
+        if isinstance(tensor, nn.Parameter):
+            if id(tensor) not in gathered:
+                value = safe_get_full_fp32_param(tensor)
+                gathered[id(tensor)] = (tensor.detach() if value is None else value).float().cpu().clone()
+            full[name] = gathered[id(tensor)]
+        else:  # buffer: not sharded by ZeRO
+            full[name] = tensor.detach().cpu().clone()
+    return full

@@ -1,0 +1,83 @@
+"""Run a training loop on Ray Train workers (driver side).
+
+    result = fit(train_loop, {"lr": 1e-3, ...}, num_workers=2,
+                 storage_path=output_dir / "ray", run_name="pretrain", max_failures=1)
+    result.metrics          # what rank 0 reported with its last checkpoint
+    result.checkpoint       # that checkpoint (ray.train.Checkpoint) or None
+
+Resuming: Ray Train V2 keeps the run's state under storage_path/run_name. Calling `fit`
+again with the same storage_path and run_name (after the driver was killed, or after the
+run finished) gives the workers the last committed checkpoint through
+`ray.train.get_checkpoint()`; `checkpoint.restore_latest` loads it. A checkpoint whose
+upload did not complete is never committed, so it is never resumed from.
+Within one `fit`, `max_failures` restarts the worker group after a worker or node dies,
+also from the last committed checkpoint.
+
+Workers get the repository on PYTHONPATH (so they import `stages` whether or not the
+project is pip-installed) and, without GPUs, DS_ACCELERATOR=cpu so that DeepSpeed picks
+its CPU accelerator without probing for CUDA. Ray itself must already be initialised by
+the caller, or Ray Train starts a local instance.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def fit(
+    train_loop_per_worker: Callable[[dict], None],
+    loop_config: dict[str, Any],
+    *,
+    num_workers: int,
+    storage_path: str | Path,
+    run_name: str,
+    max_failures: int = 0,
+    use_gpu: bool = False,
+    checkpoints_to_keep: int = 2,
+):
+    """Run `train_loop_per_worker(loop_config)` on `num_workers` Ray Train workers.
+
+    Returns the `ray.train.Result`; raises `ray.train.TrainingFailedError` when the run
+    failed more than `max_failures` times. One CPU per worker.
+    """
+    # Imported here so that importing this module (e.g. to read its docstring, or from
+    # the engine's planner) does not start Ray's import machinery.
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    if num_workers < 1:
+        raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+    storage_path = str(Path(storage_path).resolve()) if "://" not in str(storage_path) else str(storage_path)
+    trainer = TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config=loop_config,
+        # gloo on CPU; NCCL when the workers hold GPUs (TorchConfig's default).
+        torch_config=TorchConfig(backend=None if use_gpu else "gloo"),
+        scaling_config=ScalingConfig(
+            num_workers=num_workers, use_gpu=use_gpu, resources_per_worker={"CPU": 1}
+        ),
+        run_config=RunConfig(
+            name=run_name,
+            storage_path=storage_path,
+            failure_config=FailureConfig(max_failures=max_failures),
+            # Keep the last few checkpoints: the newest to resume from, one more in case
+            # the newest turns out unreadable; older ones only cost disk.
+            checkpoint_config=CheckpointConfig(num_to_keep=checkpoints_to_keep),
+            worker_runtime_env={"env_vars": worker_env_vars(use_gpu)},
+        ),
+    )
+    return trainer.fit()
+
+
+def worker_env_vars(use_gpu: bool) -> dict[str, str]:
+    """Environment for training workers (merged over the job's runtime_env)."""
+    pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {"PYTHONPATH": pythonpath}
+    if not use_gpu:
+        env["DS_ACCELERATOR"] = "cpu"
+    return env
