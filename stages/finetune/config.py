@@ -1,12 +1,75 @@
-from pydantic import Field
+"""The `finetune` section: which tasks, how much data, and how to train each head.
 
+Light on purpose (pydantic + the task registry, no torch): the engine imports it to
+validate an experiment file before anything runs.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from stages.finetune.tasks.registry import get_task, task_names
 from stages.section import Section
 
 
 class FinetuneConfig(Section):
-    tasks: list[str] = Field(default_factory=lambda: ["sst2"])
-    max_train_examples: int | None = Field(2000)
-    epochs: int = Field(1, ge=1)
-    lr: float = Field(5e-4, gt=0)
-    micro_batch_size: int = Field(16, ge=1)
-    max_seq_len: int = Field(64, ge=8)
+    tasks: list[str] = Field(
+        default_factory=lambda: ["sst2"],
+        description="tasks to fine-tune on, one run each, in order: "
+        f"{', '.join(task_names())} (files under <data_dir>/glue_data/)")
+    max_train_examples: int | None = Field(
+        2000, ge=1,
+        description="train on a seeded random subset of this many training examples; "
+        "null = the whole training set. The dev set is always scored in full")
+    epochs: int = Field(1, ge=1, description="passes over the (subset of the) training set")
+    lr: float = Field(5e-4, gt=0, description="peak AdamW learning rate")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW decoupled weight decay")
+    warmup_fraction: float = Field(
+        0.1, ge=0, lt=1,
+        description="fraction of the optimizer steps spent warming the learning rate up "
+        "linearly from 0; it then decays linearly to 0")
+    micro_batch_size: int = Field(16, ge=1, description="examples per worker per forward/backward pass")
+    gradient_accumulation_steps: int = Field(
+        1, ge=1,
+        description="micro-batches per optimizer step; the global batch is "
+        "micro_batch_size x gradient_accumulation_steps x num_workers")
+    eval_batch_size: int = Field(64, ge=1, description="examples per worker per forward pass when predicting")
+    max_seq_len: int = Field(
+        64, ge=8,
+        description="tokens per example after truncation and padding; at most the pretrained "
+        "model's max_seq_len (pretrain's dataset.seq_len)")
+    grad_clip: float = Field(1.0, ge=0, description="clip the global gradient norm to this; 0 = off")
+    classifier_dropout: float | None = Field(
+        None, ge=0, lt=1,
+        description="dropout before the classification layer; null = the backbone's dropout")
+    num_workers: int = Field(2, ge=1, description="Ray Train workers (data-parallel ranks) per task")
+    zero_stage: int = Field(
+        0, ge=0, le=3,
+        description="DeepSpeed ZeRO stage: 0 plain data parallel, 1 shards optimizer state, "
+        "2 also gradients, 3 also weights")
+    precision: Literal["fp32", "bf16"] = Field("fp32", description="training precision (bf16 via DeepSpeed)")
+    save_model: bool = Field(
+        True, description="write the fine-tuned weights to <task>/model/ (backbone in the "
+        "pretrained format + head.safetensors + head_config.json + tokenizer.json)")
+    seed: int | None = Field(
+        None,
+        description="seed for the training subset, head init and shuffling; null = the "
+        "experiment's top-level seed")
+    log_every: int = Field(10, ge=1, description="log train loss and lr to metrics.jsonl every N steps")
+    max_failures: int = Field(
+        1, ge=0,
+        description="times Ray Train restarts a task's workers from the last checkpoint after a failure")
+
+    @field_validator("tasks")
+    @classmethod
+    def _known_unique_tasks(cls, tasks: list[str]) -> list[str]:
+        if not tasks:
+            raise ValueError("list at least one task, e.g. tasks: [sst2]")
+        for name in tasks:
+            get_task(name)  # raises with the list of valid names
+        duplicates = sorted({name for name in tasks if tasks.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"tasks {duplicates} are listed twice; list each task once")
+        return tasks

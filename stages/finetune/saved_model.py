@@ -1,0 +1,52 @@
+"""A fine-tuned model on disk, self-contained: what `<task>/model/` holds and how to load it.
+
+    model.safetensors, model_config.json   the backbone, in the pretrained format
+                                           (`stages.models.load_pretrained` reads it)
+    head.safetensors                       the task head's own weights
+    head_config.json                       task, num_labels, labels (what outputs mean)
+    tokenizer.json                         the tokenizer the model was trained with
+
+    model, head_config = load_finetuned("runs/demo/finetune/<fp>/sst2/model")
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch.nn as nn
+from safetensors.torch import load_file, save_file
+
+from stages.models import GPTForSequenceClassification, load_pretrained, save_pretrained
+
+HEAD_WEIGHTS_NAME = "head.safetensors"
+HEAD_CONFIG_NAME = "head_config.json"
+TOKENIZER_NAME = "tokenizer.json"
+
+
+def save_finetuned(model: GPTForSequenceClassification, directory: str | Path, *,
+                   head_config: dict[str, Any], tokenizer_path: str | Path) -> Path:
+    """`model` must own its weights: not a DeepSpeed engine's module, whose weights are
+    views into flat buffers that safetensors refuses (the worker copies them out first)."""
+    directory = Path(directory)
+    save_pretrained(model.backbone, directory)
+    head = {name: p.detach().float().clone() for name, p in model.score.named_parameters()}
+    save_file(head, str(directory / HEAD_WEIGHTS_NAME))
+    (directory / HEAD_CONFIG_NAME).write_text(json.dumps(head_config, indent=2) + "\n", encoding="utf-8")
+    shutil.copy(tokenizer_path, directory / TOKENIZER_NAME)
+    return directory
+
+
+def load_finetuned(directory: str | Path) -> tuple[nn.Module, dict[str, Any]]:
+    """(model in eval mode, head_config) from a directory written by `save_finetuned`."""
+    directory = Path(directory)
+    config_path = directory / HEAD_CONFIG_NAME
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{config_path} not found: expected a <task>/model/ directory "
+                                "written by the finetune stage")
+    head_config = json.loads(config_path.read_text(encoding="utf-8"))
+    model = GPTForSequenceClassification(load_pretrained(directory), head_config["num_labels"])
+    model.score.load_state_dict(load_file(str(directory / HEAD_WEIGHTS_NAME)))
+    return model.eval(), head_config

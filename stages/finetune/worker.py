@@ -1,0 +1,228 @@
+"""The fine-tuning loop that runs on every Ray Train worker (one data-parallel rank).
+
+    fit(finetune_worker, loop_config, num_workers=2, ...)   # from stages.finetune.run
+
+Same path as pretraining: a pretrained backbone plus a task head, wrapped by
+`initialize_engine` (DeepSpeed, torch AdamW, warmup + linear decay) with a config from
+`build_deepspeed_config`, checkpointed to Ray Train with `report_checkpoint` at the end
+of every epoch and resumed with `restore_latest`. After training, all ranks predict the
+dev and test sets (a shard each) and rank 0 writes the raw outputs and the fine-tuned
+weights into the task directory; the driver turns them into metrics and GLUE files.
+
+loop_config keys (built by `stages.finetune.run.build_loop_config`):
+    task, num_labels, seed: the task name, the head's width, the run's seed
+    config:          the FinetuneConfig section
+    head_config:     what `save_finetuned` records about the head (task, labels)
+    pretrained_dir:  directory with model.safetensors, model_config.json, tokenizer.json
+    data:            ObjectRef of {"train": EncodedSplit, "dev": ..., "test": ...}
+    task_dir:        where rank 0 writes model_outputs.npz and model/
+    metrics_log:     object with .log(dict), .read() and .path (the stage's
+                     metrics.jsonl), used by rank 0
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from stages.finetune.batches import merge_shards, micro_batches_per_epoch, prediction_shard, train_batches
+from stages.finetune.encode import EncodedSplit
+from stages.finetune.saved_model import TOKENIZER_NAME, save_finetuned
+
+OUTPUTS_NAME = "model_outputs.npz"  # raw head outputs, {"dev": (N, k), "test": (M, k)}
+MODEL_DIR = "model"  # see stages.finetune.saved_model
+
+
+def finetune_worker(loop_config: dict[str, Any]) -> None:
+    import ray
+    import ray.train
+
+    from stages.models import GPTForSequenceClassification, load_pretrained
+    from stages.training.checkpoint import report_checkpoint, restore_latest
+    from stages.training.deepspeed_config import build_deepspeed_config
+    from stages.training.engine import initialize_engine
+    from stages.training.schedule import WarmupDecaySchedule
+
+    cfg, seed, task = loop_config["config"], loop_config["seed"], loop_config["task"]
+    context = ray.train.get_context()
+    rank, world_size = context.get_world_rank(), context.get_world_size()
+    data: dict[str, EncodedSplit] = ray.get(loop_config["data"])
+    train = data["train"]
+
+    # Same seed on every rank: the new head starts identical everywhere.
+    torch.manual_seed(seed)
+    model = GPTForSequenceClassification(
+        load_pretrained(loop_config["pretrained_dir"]), loop_config["num_labels"],
+        dropout=cfg.classifier_dropout)
+    micro_batches = micro_batches_per_epoch(len(train), world_size, cfg.micro_batch_size)
+    total_steps = max(1, micro_batches * cfg.epochs // cfg.gradient_accumulation_steps)
+    engine = initialize_engine(
+        model,
+        ds_config=build_deepspeed_config(
+            micro_batch_size=cfg.micro_batch_size,
+            gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+            zero_stage=cfg.zero_stage, gradient_clipping=cfg.grad_clip, precision=cfg.precision),
+        lr=cfg.lr, weight_decay=cfg.weight_decay,
+        schedule=WarmupDecaySchedule(warmup_steps=round(cfg.warmup_fraction * total_steps),
+                                     max_steps=total_steps, decay="linear", min_lr_ratio=0.0))
+
+    state = restore_latest(engine)
+    first_epoch = 0 if state is None else state["epoch"] + 1
+    if state is None:
+        # Per-rank dropout masks: ranks see different rows, so they should not share noise.
+        # A restored run keeps the RNG state it was saved with instead.
+        torch.manual_seed(seed + 1000 + rank)
+    metrics_log = loop_config["metrics_log"] if rank == 0 else None
+    if metrics_log is not None:
+        _drop_task_records_after(metrics_log, task, engine.global_steps)
+
+    losses = _LossWindow(metrics_log, task, cfg.log_every)
+    progress = _progress_bar(rank == 0, task, total=micro_batches * cfg.epochs,
+                             initial=micro_batches * first_epoch)
+    for epoch in range(first_epoch, cfg.epochs):
+        engine.train()
+        for positions in train_batches(len(train), micro_batch_size=cfg.micro_batch_size,
+                                       epoch=epoch, seed=seed, rank=rank, world_size=world_size):
+            lr = engine.get_lr()[0]  # the rate this step's update uses
+            _, loss = engine(**_batch(train, positions))
+            engine.backward(loss)
+            boundary = engine.is_gradient_accumulation_boundary()
+            engine.step()  # applies the update only at the accumulation boundary
+            losses.add(loss.item(), len(positions))
+            if boundary:
+                losses.maybe_write(engine.global_steps, epoch, lr, last=engine.global_steps == total_steps)
+            if progress is not None:
+                progress.update()
+        report_checkpoint(engine, engine.global_steps, {"epoch": epoch},
+                          {"epoch": epoch, "step": engine.global_steps})
+    if progress is not None:
+        progress.close()
+
+    task_dir = Path(loop_config["task_dir"])
+    outputs = {split: _predict(engine, data[split], cfg.eval_batch_size, rank, world_size)
+               for split in ("dev", "test")}
+    if rank == 0:
+        _write_npz_atomic(task_dir / OUTPUTS_NAME, outputs)
+    if cfg.save_model:
+        _export_model(engine, loop_config, task_dir / MODEL_DIR, rank)
+
+
+def _batch(split: EncodedSplit, positions: np.ndarray, with_labels: bool = True) -> dict[str, torch.Tensor]:
+    batch = {
+        "input_ids": torch.from_numpy(split.input_ids[positions].astype(np.int64)),  # (B, T)
+        "attention_mask": torch.from_numpy(split.attention_mask[positions].astype(np.int64)),  # (B, T)
+    }
+    if with_labels and split.labels is not None:
+        batch["labels"] = torch.from_numpy(split.labels[positions])  # (B,)
+    return batch
+
+
+@torch.no_grad()
+def _predict(engine, split: EncodedSplit, batch_size: int, rank: int, world_size: int) -> np.ndarray:
+    """Head outputs for every row of `split`, (N, num_labels), on every rank. Each rank
+    runs its shard; the shards are exchanged with one all_gather."""
+    engine.eval()
+    mine = prediction_shard(len(split), rank=rank, world_size=world_size)
+    outputs = [engine(**_batch(split, mine[i:i + batch_size], with_labels=False))[0].float().numpy()
+               for i in range(0, len(mine), batch_size)]
+    shards: list = [None] * world_size
+    dist.all_gather_object(shards, (mine, np.concatenate(outputs)))
+    return merge_shards(len(split), shards)
+
+
+def _export_model(engine, loop_config: dict[str, Any], directory: Path, rank: int) -> None:
+    """Rank 0 writes the fine-tuned model. Collective, because gathering the weights from
+    ZeRO shards (or bf16 master copies) is; written aside and swapped into place, so a
+    crash never leaves a half-written model/ behind."""
+    from stages.models import GPTForSequenceClassification
+    from stages.training.engine import full_fp32_state_dict
+
+    state_dict = full_fp32_state_dict(engine)
+    if rank != 0:
+        return
+    live = engine.module
+    # A fresh model that owns its weights (the engine's are views into DeepSpeed buffers).
+    model = GPTForSequenceClassification(type(live.backbone)(live.backbone.config), live.num_labels)
+    model.load_state_dict(state_dict, strict=True)
+    staging = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    save_finetuned(model, staging, head_config=loop_config["head_config"],
+                   tokenizer_path=Path(loop_config["pretrained_dir"]) / TOKENIZER_NAME)
+    shutil.rmtree(directory, ignore_errors=True)
+    os.replace(staging, directory)
+
+
+def _write_npz_atomic(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    # The driver reads this file after `fit`; a crash mid-write must not leave a file
+    # that looks complete.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(temp, "wb") as f:
+        np.savez(f, **arrays)
+    os.replace(temp, path)
+
+
+def _drop_task_records_after(metrics_log, task: str, step: int) -> None:
+    """On a resume (or a restart of a task that crashed before its first checkpoint),
+    forget this task's records past the checkpoint: they are logged again, and each
+    task's curve should be one trajectory. Other tasks' records are kept as they are."""
+    records = metrics_log.read()
+    kept = [r for r in records if r.get("task") != task or r.get("step", 0) <= step]
+    if len(kept) == len(records):
+        return
+    path = Path(metrics_log.path)
+    staging = path.with_suffix(".jsonl.partial")
+    with open(staging, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(record, default=float) + "\n" for record in kept)
+    os.replace(staging, path)
+
+
+def _progress_bar(is_main: bool, task: str, total: int, initial: int):
+    if not is_main:
+        return None
+    from tqdm import tqdm
+
+    # Ray forwards worker output line by line, so redraw rarely.
+    return tqdm(total=total, initial=initial, desc=f"finetune {task}", unit="batch", file=sys.stderr,
+                mininterval=10.0, ascii=True, dynamic_ncols=False)
+
+
+class _LossWindow:
+    """Mean training loss since the last record, averaged over ranks, written every
+    `log_every` optimizer steps and at the last one. Every rank calls `maybe_write` at
+    the same steps (it all-reduces, a collective); only rank 0 has a log to write to."""
+
+    def __init__(self, metrics_log, task: str, log_every: int):
+        self.metrics_log, self.task, self.log_every = metrics_log, task, log_every
+        self._reset()
+
+    def _reset(self) -> None:
+        self.loss_sum, self.batches, self.examples = 0.0, 0, 0
+        self.started = time.perf_counter()
+
+    def add(self, loss: float, num_examples: int) -> None:
+        self.loss_sum += loss
+        self.batches += 1
+        self.examples += num_examples
+
+    def maybe_write(self, step: int, epoch: int, lr: float, last: bool) -> None:
+        if (step % self.log_every != 0 and not last) or self.batches == 0:
+            return
+        totals = torch.tensor([self.loss_sum, self.batches, self.examples], dtype=torch.float64)
+        dist.all_reduce(totals)  # sums over ranks
+        seconds = time.perf_counter() - self.started
+        if self.metrics_log is not None:
+            self.metrics_log.log({
+                "task": self.task, "step": step, "epoch": epoch, "loss": float(totals[0] / totals[1]),
+                "lr": lr, "examples_per_s": float(totals[2]) / seconds,
+            })
+        self._reset()

@@ -1,0 +1,150 @@
+"""The finetune stage end to end on real Ray Train + DeepSpeed (2 workers, CPU, gloo):
+a tiny random GPT saved as the pretrain stage would, a tokenizer trained here with the
+pipeline's own recipe, SST-2 with 200 training examples and the full dev and test sets.
+Then: a re-run skips the finished task, and a task whose outputs were lost resumes from
+its last checkpoint instead of training again. STS-B covers sentence pairs and regression.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pipeline.config import ExperimentConfig
+from pipeline.context import StageContext
+from stages.finetune.encode import encode_texts, load_task_tokenizer
+from stages.finetune.run import run
+from stages.finetune.saved_model import load_finetuned
+from stages.finetune.tasks import get_task
+from stages.finetune.tasks.tsv import read_split
+from stages.models import build_model, save_pretrained
+from stages.tokenizer.config import TokenizerConfig
+from stages.tokenizer.recipes import build_recipe, build_tokenizer
+
+pytestmark = pytest.mark.ray
+
+SEQ_LEN = 64
+FINETUNE = dict(max_train_examples=200, epochs=2, num_workers=2, micro_batch_size=16,
+                max_seq_len=SEQ_LEN, log_every=5, max_failures=0)
+
+
+@pytest.fixture(scope="module")
+def pretrain_dir(tmp_path_factory, data_dir) -> Path:
+    """What the pretrain stage leaves: model/{model.safetensors, model_config.json, tokenizer.json}."""
+    root = tmp_path_factory.mktemp("pretrain")
+    sentences = [t[0] for t in read_split(get_task("sst2"), data_dir, "train").texts[:400]]
+    recipe = build_recipe(TokenizerConfig(vocab_size=1000, min_frequency=1))
+    tokenizer = build_tokenizer(recipe)
+    tokenizer.train_from_iterator(sentences, trainer=recipe.trainer)
+    torch.manual_seed(0)
+    model = build_model({"family": "gpt", "num_layers": 2, "hidden_size": 32, "num_heads": 4},
+                        vocab_size=tokenizer.get_vocab_size(), max_seq_len=SEQ_LEN)
+    save_pretrained(model, root / "model")
+    tokenizer.save(str(root / "model" / "tokenizer.json"))
+    return root
+
+
+def make_context(output_dir: Path, pretrain_dir: Path, data_dir: Path, **finetune) -> StageContext:
+    experiment = ExperimentConfig.model_validate({
+        "name": "finetune-test", "data_dir": str(data_dir), "seed": 0,
+        "ingest": {"sources": [{"path": "unused: only finetune runs here"}]},
+        "finetune": {**FINETUNE, **finetune},
+    })
+    return StageContext(name="finetune", config=experiment.finetune, experiment=experiment,
+                        output_dir=output_dir, inputs={"pretrain": pretrain_dir}, fingerprint="test")
+
+
+@pytest.fixture(scope="module")
+def sst2_run(ray_session, tmp_path_factory, pretrain_dir, data_dir):
+    ctx = make_context(tmp_path_factory.mktemp("finetune"), pretrain_dir, data_dir, tasks=["sst2"])
+    return ctx, run(ctx)
+
+
+def read_tsv(path: Path) -> list[list[str]]:
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def test_sst2_metrics_are_returned_flat_and_written_per_task(sst2_run):
+    ctx, metrics = sst2_run
+    assert 0.0 <= metrics["sst2/accuracy"] <= 1.0
+    assert metrics["sst2/train_examples"] == 200 and metrics["sst2/dev_examples"] == 872
+    assert metrics["sst2/steps"] == 2 * math.ceil(100 / 16)  # 2 epochs, 100 rows per worker
+    assert metrics["sst2/seconds"] > 0
+    written = json.loads((ctx.output_dir / "sst2" / "metrics.json").read_text())
+    assert written["accuracy"] == metrics["sst2/accuracy"] and written["task"] == "sst2"
+
+
+def test_sst2_prediction_files_cover_every_row(sst2_run, data_dir):
+    ctx, metrics = sst2_run
+    dev = read_tsv(ctx.output_dir / "sst2" / "dev_predictions.tsv")
+    assert dev[0] == ["index", "prediction", "label"] and len(dev) == 1 + 872
+    assert {row[1] for row in dev[1:]} <= {"0", "1"}
+    assert sum(row[1] == row[2] for row in dev[1:]) / 872 == pytest.approx(metrics["sst2/accuracy"])
+    test_rows = read_tsv(data_dir / "glue_data" / "SST-2" / "test.tsv")[1:]
+    submission = read_tsv(ctx.output_dir / "sst2" / "SST-2.tsv")
+    assert submission[0] == ["index", "prediction"] and len(submission) - 1 == len(test_rows)
+    assert [row[0] for row in submission[1:]] == [row[0] for row in test_rows]
+
+
+def test_training_loss_and_lr_are_logged_per_step(sst2_run):
+    ctx, _ = sst2_run
+    records = [r for r in ctx.metrics_log.read() if r.get("task") == "sst2" and "loss" in r]
+    assert [r["step"] for r in records] == [5, 10, 14]  # every log_every steps and the last
+    assert all(math.isfinite(r["loss"]) and r["lr"] > 0 for r in records)
+
+
+def test_saved_model_reproduces_the_dev_predictions(sst2_run, data_dir):
+    ctx, _ = sst2_run
+    model, head_config = load_finetuned(ctx.output_dir / "sst2" / "model")
+    assert head_config["labels"] == ["0", "1"]
+    dev = read_split(get_task("sst2"), data_dir, "dev")
+    tokenizer = load_task_tokenizer(ctx.output_dir / "sst2" / "model" / "tokenizer.json", SEQ_LEN)
+    encoded = encode_texts(tokenizer, dev.texts[:64], None)
+    with torch.no_grad():
+        logits, _ = model(torch.from_numpy(encoded.input_ids.astype(np.int64)),
+                          torch.from_numpy(encoded.attention_mask.astype(np.int64)))
+    written = [row[1] for row in read_tsv(ctx.output_dir / "sst2" / "dev_predictions.tsv")[1:65]]
+    assert [str(i) for i in logits.argmax(dim=1).tolist()] == written
+
+
+def test_rerun_skips_a_finished_task(sst2_run):
+    ctx, metrics = sst2_run
+    started = time.perf_counter()
+    assert run(ctx) == metrics
+    assert time.perf_counter() - started < 2.0  # no Ray Train run was started
+
+
+def test_task_with_lost_outputs_resumes_from_its_checkpoint(sst2_run):
+    ctx, metrics = sst2_run
+    task_dir = ctx.output_dir / "sst2"
+    dev_before = (task_dir / "dev_predictions.tsv").read_text()
+    logged_before = ctx.metrics_log.read()
+    for name in ("metrics.json", "dev_predictions.tsv", "SST-2.tsv", "model_outputs.npz"):
+        (task_dir / name).unlink()
+    resumed = run(ctx)
+    # The final epoch's checkpoint holds the trained weights: same predictions, no new
+    # training steps logged.
+    assert resumed["sst2/accuracy"] == metrics["sst2/accuracy"]
+    assert (task_dir / "dev_predictions.tsv").read_text() == dev_before
+    loss_records = [r for r in ctx.metrics_log.read() if "loss" in r]
+    assert loss_records == [r for r in logged_before if "loss" in r]
+
+
+def test_stsb_pairs_and_regression(ray_session, tmp_path, pretrain_dir, data_dir):
+    ctx = make_context(tmp_path, pretrain_dir, data_dir, tasks=["stsb"], max_train_examples=64,
+                       epochs=1, save_model=False)
+    metrics = run(ctx)
+    assert set(metrics) >= {"stsb/pearson", "stsb/spearman"}
+    assert -1.0 <= metrics["stsb/pearson"] <= 1.0 and -1.0 <= metrics["stsb/spearman"] <= 1.0
+    submission = read_tsv(tmp_path / "stsb" / "STS-B.tsv")
+    assert len(submission) - 1 == 1379
+    assert all(0.0 <= float(row[1]) <= 5.0 for row in submission[1:])
+    assert not (tmp_path / "stsb" / "model").exists()
