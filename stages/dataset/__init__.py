@@ -1,0 +1,5 @@
+"""Dataset stage: documents + tokenizer -> packed rows of token ids (Arrow shards).
+
+run.py orchestrates; config.py is the YAML section; packing.py turns one ingest shard into
+rows; rows.py writes them. The on-disk format lives in `stages.data.packed`.
+"""

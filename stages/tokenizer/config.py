@@ -1,10 +1,35 @@
+"""Config of the tokenizer stage: which recipe, how big a vocabulary, how much text.
+
+`kind` names a recipe (stages/tokenizer/recipes.py) that picks the parts Hugging Face
+`tokenizers` composes: normalizer -> pre-tokenizer -> model (+ its trainer) ->
+post-processor -> decoder, plus the special tokens and their roles. A new kind
+(WordPiece for BERT, Unigram for T5) is one new recipe function and one new value here.
+
+Only pydantic here: the engine loads this module at startup to validate the YAML.
+"""
+
+from typing import Literal
+
 from pydantic import Field
 
 from stages.section import Section
 
 
 class TokenizerConfig(Section):
-    kind: str = Field("bpe", description="bpe (byte-level, GPT-2 style)")
-    vocab_size: int = Field(8192, ge=256)
-    min_frequency: int = Field(2, ge=1)
-    sample_bytes: int = Field(50_000_000, ge=1, description="training text budget")
+    """Train a subword tokenizer on a seeded sample of the ingested documents."""
+
+    kind: Literal["bpe"] = Field(
+        "bpe", description="recipe: bpe = byte-level BPE as in GPT-2 (no unknown tokens, "
+        "special tokens <|endoftext|> and <|pad|>)")
+    vocab_size: int = Field(
+        8192, ge=512, le=1_000_000, description="target vocabulary size, special tokens and "
+        "the 256 byte symbols included; <= 65535 lets the dataset store ids as uint16")
+    min_frequency: int = Field(
+        2, ge=1, description="a pair of symbols merges only if it occurs at least this often "
+        "in the sample")
+    sample_bytes: int = Field(
+        50_000_000, ge=1_000, description="UTF-8 bytes of text to train on, drawn uniformly "
+        "(seeded by the experiment seed) from the documents; the whole corpus if smaller")
+    add_prefix_space: bool = Field(
+        False, description="bpe: treat a text's first word like one after a space, so "
+        "'Hello' and ' Hello' tokenize alike (GPT-2: false)")

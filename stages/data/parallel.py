@@ -1,0 +1,70 @@
+"""Map a function over work items: as Ray tasks when the driver has started Ray, in this
+process otherwise.
+
+The data stages (ingest, tokenizer, dataset) are plain functions that a unit test calls
+without Ray; on a cluster the same call fans out over the nodes. Results always come
+back in item order, so a stage's output never depends on which task finished first.
+
+Ray is imported only when the driver already imported and started it: this module costs
+nothing in a process without Ray, and the loader (`stages.data.loader`) never imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from tqdm.auto import tqdm
+
+_force_in_process = False
+
+
+def ray_is_up() -> bool:
+    """Whether this process is a Ray driver with a live connection (and not told otherwise)."""
+    ray = sys.modules.get("ray")
+    return not _force_in_process and ray is not None and ray.is_initialized()
+
+
+@contextlib.contextmanager
+def run_in_process() -> Iterator[None]:
+    """Run every `map_tasks` inside this block in this process even when Ray is up:
+    for debugging with pdb, and for tests that compare both paths' outputs."""
+    global _force_in_process
+    previous, _force_in_process = _force_in_process, True
+    try:
+        yield
+    finally:
+        _force_in_process = previous
+
+
+def map_tasks(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
+              num_cpus: float = 1) -> list[Any]:
+    """[function(item) for item in items], one Ray task per item when Ray is up.
+
+    `function` must be a module-level function (Ray pickles it by reference) and each
+    item must pickle; pass paths, not big objects. `num_cpus` is what each task reserves.
+    """
+    if not ray_is_up():
+        return [function(item) for item in tqdm(items, desc=desc, unit="task", disable=None)]
+
+    import ray
+
+    # max_retries re-runs a task whose worker died; a task that raised is not retried.
+    remote = ray.remote(num_cpus=num_cpus, max_retries=2)(function)
+    refs = [remote.remote(item) for item in items]
+    pending = list(refs)
+    try:
+        with tqdm(total=len(refs), desc=desc, unit="task", disable=None) as progress:
+            while pending:  # in completion order, to fail fast and move the progress bar
+                done, pending = ray.wait(pending, num_returns=1)
+                ray.get(done)
+                progress.update(len(done))
+    except ray.exceptions.RayTaskError as error:
+        for ref in pending:
+            ray.cancel(ref)
+        # The task's own exception (a user error says what, where and what to do), with
+        # the remote traceback chained to it.
+        raise error.cause from error
+    return ray.get(refs)

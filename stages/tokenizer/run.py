@@ -1,0 +1,108 @@
+"""Tokenizer: a seeded sample of the ingested documents -> a trained subword tokenizer.
+
+Output (read by the dataset and fine-tuning stages, and by `transformers`):
+
+    output_dir/tokenizer.json           Hugging Face `tokenizers` format, every part included
+                                        (Tokenizer.from_file); for kind bpe: byte-level BPE,
+                                        <|endoftext|> = id 0, <|pad|> = id 1
+    output_dir/special_tokens_map.json  role -> token: {"eos_token": "<|endoftext|>", ...}
+    output_dir/tokenizer_config.json    so that transformers.AutoTokenizer.from_pretrained
+                                        (output_dir) loads it as a PreTrainedTokenizerFast
+
+Training runs as one Ray task when the driver has started Ray (tokenizers then uses the
+task's node's cores), in this process otherwise. Same documents, config and seed -> the
+same tokenizer.json bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+
+from stages.data.parallel import map_tasks
+from stages.ingest.sharding import document_shards
+from stages.tokenizer.config import TokenizerConfig
+from stages.tokenizer.recipes import build_recipe, build_tokenizer
+from stages.tokenizer.sample import TrainingSample
+
+if TYPE_CHECKING:
+    from pipeline.context import StageContext
+
+TOKENIZER_FILE = "tokenizer.json"
+SPECIAL_TOKENS_FILE = "special_tokens_map.json"
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    config: TokenizerConfig
+    shards: list[Path]
+    seed: int
+    output_dir: Path
+
+
+def run(ctx: StageContext) -> dict:
+    shards = document_shards(ctx.inputs["ingest"])
+    if not shards:
+        raise FileNotFoundError(
+            f"no document shards in {ctx.inputs['ingest']}/documents; re-run the ingest stage "
+            f"(pretrain run <config> --only ingest --force)")
+    job = TrainJob(ctx.config, shards, ctx.experiment.seed, ctx.output_dir)
+    [metrics] = map_tasks(train_tokenizer, [job], desc="tokenizer: train")
+    ctx.metrics_log.log({"stage": "tokenizer", **metrics})
+    return metrics
+
+
+def train_tokenizer(job: TrainJob) -> dict:
+    recipe = build_recipe(job.config)
+    tokenizer = build_tokenizer(recipe)
+    sample = TrainingSample(job.shards, job.config.sample_bytes, job.seed)
+    start = time.perf_counter()
+    tokenizer.train_from_iterator(sample, trainer=recipe.trainer)
+    train_seconds = time.perf_counter() - start
+    if sample.bytes_used == 0:
+        raise ValueError(
+            f"the ingested corpus has no text to train on ({len(job.shards)} empty shards); "
+            f"check the ingest sources and ingest.min_chars")
+
+    job.output_dir.mkdir(parents=True, exist_ok=True)
+    _write_atomic(job.output_dir / TOKENIZER_FILE, tokenizer.to_str(pretty=True))
+    _write_atomic(job.output_dir / SPECIAL_TOKENS_FILE, json.dumps(recipe.special_tokens, indent=2))
+    _write_atomic(job.output_dir / "tokenizer_config.json", json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", **recipe.special_tokens}, indent=2))
+
+    # Held-out documents were never trained on; fall back to the training sample only for
+    # a corpus too small to have any.
+    probe = sample.heldout or _first_texts(job.shards, 200)
+    encodings = tokenizer.encode_batch_fast(probe)
+    words = sum(len(text.split()) for text in probe)
+    return {
+        "vocab_size": tokenizer.get_vocab_size(),
+        "train_seconds": round(train_seconds, 3),
+        "fertility": round(sum(len(e.ids) for e in encodings) / max(words, 1), 4),
+        "fertility_sample": "heldout" if sample.heldout else "train",
+        "sample_bytes_used": sample.bytes_used,
+    }
+
+
+def _first_texts(shards: list[Path], count: int) -> list[str]:
+    for shard in shards:
+        for batch in pq.ParquetFile(shard).iter_batches(count, columns=["text"]):
+            return batch.column("text").to_pylist()
+    return []
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
+def load_special_tokens(tokenizer_dir: str | os.PathLike) -> dict[str, str]:
+    """Role -> token of a finished tokenizer output (eos_token, pad_token, ...)."""
+    return json.loads((Path(tokenizer_dir) / SPECIAL_TOKENS_FILE).read_text(encoding="utf-8"))
