@@ -23,16 +23,44 @@ Public API (stable; finetune and pretrain build on it):
 
     stages.models.convert: gpt_to_hf_gpt2(state_dict, num_layers), hf_gpt2_to_gpt(...),
         hf_gpt2_config(GPTConfig) -> weights and config for Hugging Face GPT2LMHeadModel
+
+BERT and T5 (same conventions; see each module's docstring):
+
+    BertConfig, Bert (encoder + pooler), BertForPreTraining (MLM + NSP heads)
+    T5Config, T5 (encoder-decoder, v1.0 / v1.1)
+    heads: BertForSequenceClassification, SpanExtractionModel, TokenClassificationModel
+    presets: preset_config(name), build_preset(name)     # gpt2-small ... t5-base, *-debug
+    generation: generate(gpt, ...), generate_seq2seq(t5, ...)   # KV-cached decoding
+    hf_export: export_hf(model, dir, tokenizer_json), import_hf(dir)
+    checkpointing: apply_activation_checkpointing(model)
+    convert_bert / convert_t5: state dicts and configs to and from Hugging Face
+
+Blocks shared by the families: attention.py, mlp.py, norms.py, positions.py.
 """
 
+from stages.models.bert import Bert, BertConfig, BertForPreTraining
 from stages.models.build import build_model, load_pretrained, save_pretrained
 from stages.models.gpt import GPT, GPTConfig
-from stages.models.heads import GPTForSequenceClassification
+from stages.models.heads import (
+    BertForSequenceClassification,
+    GPTForSequenceClassification,
+    SpanExtractionModel,
+    TokenClassificationModel,
+)
+from stages.models.t5 import T5, T5Config
 
 __all__ = [
     "GPT",
+    "Bert",
+    "BertConfig",
+    "BertForPreTraining",
+    "BertForSequenceClassification",
     "GPTConfig",
     "GPTForSequenceClassification",
+    "SpanExtractionModel",
+    "T5",
+    "T5Config",
+    "TokenClassificationModel",
     "build_model",
     "load_pretrained",
     "save_pretrained",

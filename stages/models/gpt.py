@@ -5,6 +5,7 @@ Pre-LayerNorm decoder blocks, learned absolute positions, causal self-attention 
 and an LM head tied to the token embedding. The layout is GPT-2's, so weights map
 one-to-one onto Hugging Face `GPT2LMHeadModel` (see `stages/models/convert.py`).
 
+The attention and MLP blocks are shared with BERT and T5 (`attention.py`, `mlp.py`).
 This file imports only torch: DeepSpeed, activation checkpointing and compilation are
 applied from outside by the trainer.
 
@@ -26,6 +27,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from stages.models.attention import KVCache, SelfAttention
+from stages.models.mlp import MLP
 
 IGNORE_INDEX = -100  # label value that contributes no loss (Hugging Face convention)
 
@@ -58,60 +62,23 @@ def _largest_divisor_at_most(n: int, k: int) -> int:
     return max(d for d in range(1, min(n, k) + 1) if n % d == 0)
 
 
-class CausalSelfAttention(nn.Module):
-    def __init__(self, config: GPTConfig):
-        super().__init__()
-        self.num_heads = config.num_heads
-        self.dropout = config.dropout
-        self.qkv_proj = nn.Linear(config.hidden_size, 3 * config.hidden_size)
-        self.out_proj = nn.Linear(config.hidden_size, config.hidden_size)
-        self.out_proj.is_residual_projection = True  # scaled init, see GPT._init_weights
-        self.resid_dropout = nn.Dropout(config.dropout)
-
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
-        B, T, C = x.shape
-        q, k, v = self.qkv_proj(x).split(C, dim=2)  # 3 x (B, T, C)
-        q = q.view(B, T, self.num_heads, C // self.num_heads).transpose(1, 2)  # (B, nh, T, hs)
-        k = k.view(B, T, self.num_heads, C // self.num_heads).transpose(1, 2)  # (B, nh, T, hs)
-        v = v.view(B, T, self.num_heads, C // self.num_heads).transpose(1, 2)  # (B, nh, T, hs)
-        dropout_p = self.dropout if self.training else 0.0
-        if attn_mask is None:
-            # Fast path: SDPA builds the causal mask itself (and picks a fused kernel).
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
-        else:
-            # attn_mask already combines causality and padding, (B, 1, T, T) bool.
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): heads side by side
-        return self.resid_dropout(self.out_proj(y))
-
-
-class MLP(nn.Module):
-    def __init__(self, config: GPTConfig):
-        super().__init__()
-        self.fc_in = nn.Linear(config.hidden_size, 4 * config.hidden_size)
-        self.fc_out = nn.Linear(4 * config.hidden_size, config.hidden_size)
-        self.fc_out.is_residual_projection = True
-        self.dropout = nn.Dropout(config.dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.fc_in(x)  # (B, T, 4C)
-        x = F.gelu(x, approximate="tanh")  # GPT-2's activation; exact GELU would break HF parity
-        x = self.fc_out(x)  # (B, T, C)
-        return self.dropout(x)
-
-
 class Block(nn.Module):
     """Pre-LN residual block: normalise, transform, add back."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.attn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.attn = CausalSelfAttention(config)
-        self.mlp_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.mlp = MLP(config)
+        C = config.hidden_size
+        self.attn_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.attn = SelfAttention(C, config.num_heads, dropout=config.dropout)
+        self.mlp_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        # tanh GELU is GPT-2's activation; exact GELU would break Hugging Face parity
+        self.mlp = MLP(C, 4 * C, activation="gelu_new", dropout=config.dropout)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), attn_mask)
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None,
+                kv_cache: KVCache | None = None) -> torch.Tensor:
+        # attn_mask, when given, already combines causality and padding, (B, 1, T, T);
+        # without one SDPA builds the causal mask itself (and picks a fused kernel).
+        x = x + self.attn(self.attn_norm(x), attn_mask, is_causal=attn_mask is None, kv_cache=kv_cache)
         x = x + self.mlp(self.mlp_norm(x))
         return x
 
@@ -148,40 +115,55 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def hidden_states(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        *,
+        kv_cache: list[KVCache] | None = None,
     ) -> torch.Tensor:
         """Final-LayerNorm hidden states, (B, T, C).
 
         attention_mask: optional (B, T), 1 for real tokens and 0 for padding. Padding keys
         are hidden from every query. Outputs at padding positions are meaningless; ignore
         them (set their labels to -100, pool over real tokens only).
+        kv_cache: one `KVCache` per block (see `new_kv_cache`) for incremental decoding;
+        input_ids are then the tokens after the cached ones.
         """
         B, T = input_ids.shape
-        if T > self.config.max_seq_len:
+        past = 0 if kv_cache is None else kv_cache[0].length
+        if past + T > self.config.max_seq_len:
             raise ValueError(
-                f"sequence length {T} exceeds max_seq_len={self.config.max_seq_len}; "
+                f"sequence length {past + T} exceeds max_seq_len={self.config.max_seq_len}; "
                 "truncate the inputs or build the model with a larger max_seq_len"
             )
-        positions = torch.arange(T, device=input_ids.device)  # (T,)
+        if kv_cache is not None and attention_mask is not None:
+            raise ValueError("attention_mask with kv_cache is not supported; decode unpadded prompts")
+        positions = torch.arange(past, past + T, device=input_ids.device)  # (T,)
         x = self.token_embedding(input_ids) + self.position_embedding(positions)  # (B, T, C)
         x = self.embedding_dropout(x)
         attn_mask = None if attention_mask is None else causal_padding_mask(attention_mask)
-        for block in self.blocks:
-            x = block(x, attn_mask)  # (B, T, C)
+        for i, block in enumerate(self.blocks):
+            x = block(x, attn_mask, None if kv_cache is None else kv_cache[i])  # (B, T, C)
         return self.final_norm(x)
+
+    def new_kv_cache(self) -> list[KVCache]:
+        """An empty cache for `hidden_states` / `forward`, one entry per block."""
+        return [KVCache() for _ in self.blocks]
 
     def forward(
         self,
         input_ids: torch.Tensor,
         labels: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        *,
+        kv_cache: list[KVCache] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Returns (logits (B, T, V), loss or None).
 
         labels: (B, T), usually input_ids itself; shifted here so that position t predicts
         token t+1 (Hugging Face convention). Positions labelled -100 carry no loss.
         """
-        x = self.hidden_states(input_ids, attention_mask)  # (B, T, C)
+        x = self.hidden_states(input_ids, attention_mask, kv_cache=kv_cache)  # (B, T, C)
         logits = self.lm_head(x)  # (B, T, V)
         loss = None
         if labels is not None:

@@ -1,0 +1,232 @@
+"""BERT in plain PyTorch (Devlin et al. 2019), weight-compatible with Hugging Face
+`BertForPreTraining` (see `convert_bert.py`).
+
+Post-LayerNorm encoder blocks (`x = norm(x + attn(x))`), learned absolute positions plus
+token-type (segment) embeddings, bidirectional attention with a padding mask, exact
+(erf) GELU, a tanh pooler over [CLS], and the two pre-training heads: masked-LM
+(dense -> GELU -> LayerNorm -> decoder tied to the word embedding, plus a bias) and
+next-sentence / sentence-order prediction (2 classes from the pooled [CLS]).
+
+    config = BertConfig(vocab_size=30522, num_layers=2, hidden_size=128, num_heads=2)
+    model = BertForPreTraining(config)
+    mlm_logits, nsp_logits, loss = model(input_ids, attention_mask, token_type_ids,
+                                         labels=mlm_labels, next_sentence_label=is_next)
+    hidden = model.backbone.hidden_states(input_ids, attention_mask)   # (B, T, C)
+
+Shapes: B batch, T sequence length, C hidden size, V vocabulary size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from stages.models.attention import SelfAttention, padding_mask
+from stages.models.gpt import IGNORE_INDEX
+from stages.models.mlp import MLP
+
+
+@dataclass(kw_only=True)
+class BertConfig:
+    vocab_size: int
+    max_seq_len: int = 512
+    num_layers: int = 2
+    hidden_size: int = 128
+    num_heads: int = 2
+    intermediate_size: int = 0  # 0 means 4 * hidden_size
+    type_vocab_size: int = 2
+    dropout: float = 0.1  # hidden and attention-probability dropout (BERT uses 0.1 for both)
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.intermediate_size == 0:
+            self.intermediate_size = 4 * self.hidden_size
+        for name in ("vocab_size", "max_seq_len", "num_layers", "hidden_size", "num_heads",
+                     "intermediate_size", "type_vocab_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"BertConfig: {name} must be >= 1, got {getattr(self, name)}")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"BertConfig: hidden_size={self.hidden_size} is not divisible by "
+                f"num_heads={self.num_heads}; BERT uses hidden_size // 64 heads"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"BertConfig: dropout must be in [0, 1), got {self.dropout}")
+
+
+class BertEmbeddings(nn.Module):
+    """word + position + token type, then LayerNorm and dropout."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        C = config.hidden_size
+        self.word_embedding = nn.Embedding(config.vocab_size, C, padding_idx=config.pad_token_id)
+        self.position_embedding = nn.Embedding(config.max_seq_len, C)
+        self.token_type_embedding = nn.Embedding(config.type_vocab_size, C)
+        self.norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
+        T = input_ids.size(1)
+        positions = torch.arange(T, device=input_ids.device)  # (T,)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)  # every token in segment A
+        x = (
+            self.word_embedding(input_ids)
+            + self.position_embedding(positions)
+            + self.token_type_embedding(token_type_ids)
+        )  # (B, T, C)
+        return self.dropout(self.norm(x))
+
+
+class BertBlock(nn.Module):
+    """Post-LN residual block: transform, add back, normalise."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        C = config.hidden_size
+        self.attn = SelfAttention(C, config.num_heads, dropout=config.dropout)
+        self.attn_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.mlp = MLP(C, config.intermediate_size, activation="gelu", dropout=config.dropout)
+        self.mlp_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+        x = self.attn_norm(x + self.attn(x, attn_mask))  # (B, T, C)
+        x = self.mlp_norm(x + self.mlp(x))  # (B, T, C)
+        return x
+
+
+class Bert(nn.Module):
+    """The encoder (Hugging Face `BertModel`): embeddings, blocks and the [CLS] pooler."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.blocks = nn.ModuleList([BertBlock(config) for _ in range(config.num_layers)])
+        self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
+        self.apply(init_bert_weights)
+
+    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                      token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Last-layer hidden states, (B, T, C). attention_mask (B, T): 1 real, 0 padding;
+        padding keys are hidden from every query. token_type_ids (B, T): segment ids."""
+        T = input_ids.size(1)
+        if T > self.config.max_seq_len:
+            raise ValueError(
+                f"sequence length {T} exceeds max_seq_len={self.config.max_seq_len}; "
+                "truncate the inputs (BERT's position table is fixed)"
+            )
+        x = self.embeddings(input_ids, token_type_ids)  # (B, T, C)
+        attn_mask = None if attention_mask is None else padding_mask(attention_mask)  # (B, 1, 1, T)
+        for block in self.blocks:
+            x = block(x, attn_mask)  # (B, T, C)
+        return x
+
+    def pool(self, hidden: torch.Tensor) -> torch.Tensor:
+        """tanh(W h_[CLS] + b), (B, C): the sentence summary NSP and classifiers read."""
+        return torch.tanh(self.pooler(hidden[:, 0]))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns (hidden states (B, T, C), pooled [CLS] (B, C))."""
+        hidden = self.hidden_states(input_ids, attention_mask, token_type_ids)
+        return hidden, self.pool(hidden)
+
+    def num_parameters(self, exclude_position_embedding: bool = False) -> int:
+        n = sum(p.numel() for p in self.parameters())
+        if exclude_position_embedding:
+            n -= self.embeddings.position_embedding.weight.numel()
+            n -= self.embeddings.token_type_embedding.weight.numel()
+        return n
+
+    def flops_per_token(self, seq_len: int | None = None) -> int:
+        """Training FLOPs per token of the encoder, 6 * N + 12 * L * C * T (see
+        `GPT.flops_per_token`): attention is bidirectional, so every query reads all T
+        keys, as GPT's estimate also assumes. N excludes the position and token-type
+        tables (lookups) and the word embedding (a lookup here; the MLM decoder that
+        reuses it is counted by `BertForPreTraining.flops_per_token`)."""
+        seq_len = self.config.max_seq_len if seq_len is None else seq_len
+        n = self.num_parameters(exclude_position_embedding=True) - self.embeddings.word_embedding.weight.numel()
+        return 6 * n + 12 * self.config.num_layers * self.config.hidden_size * seq_len
+
+
+class BertForPreTraining(nn.Module):
+    """BERT with the masked-LM and next-sentence heads (Hugging Face `BertForPreTraining`)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        C = config.hidden_size
+        self.backbone = Bert(config)
+        self.mlm_transform = nn.Linear(C, C)
+        self.mlm_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.mlm_decoder = nn.Linear(C, config.vocab_size, bias=False)
+        self.mlm_decoder.weight = self.backbone.embeddings.word_embedding.weight  # tied
+        self.mlm_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.nsp = nn.Linear(C, 2)  # is-next (0) / random (1), or sentence order
+        for module in (self.mlm_transform, self.mlm_norm, self.nsp):
+            init_bert_weights(module)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        next_sentence_label: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Returns (MLM logits (B, T, V), NSP logits (B, 2), loss or None).
+
+        labels (B, T): the original token at masked positions, -100 elsewhere (not
+        shifted). next_sentence_label (B,): 0 = B follows A, 1 = B is random. The loss is
+        the sum of the two cross-entropies that are given.
+        """
+        hidden, pooled = self.backbone(input_ids, attention_mask, token_type_ids)  # (B, T, C), (B, C)
+        x = self.mlm_norm(F.gelu(self.mlm_transform(hidden)))  # (B, T, C)
+        mlm_logits = self.mlm_decoder(x) + self.mlm_bias  # (B, T, V)
+        nsp_logits = self.nsp(pooled)  # (B, 2)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(mlm_logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
+        if next_sentence_label is not None:
+            nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label.long())
+            loss = nsp_loss if loss is None else loss + nsp_loss
+        return mlm_logits, nsp_logits, loss
+
+    def num_parameters(self, exclude_position_embedding: bool = False) -> int:
+        """Unique parameters (the tied decoder counted once)."""
+        n = sum(p.numel() for p in self.parameters())
+        if exclude_position_embedding:
+            emb = self.backbone.embeddings
+            n -= emb.position_embedding.weight.numel() + emb.token_type_embedding.weight.numel()
+        return n
+
+    def flops_per_token(self, seq_len: int | None = None) -> int:
+        """6 * N + 12 * L * C * T with N every parameter but the position and token-type
+        tables: the word embedding counts once, for the MLM decoder matmul. Like GPT's
+        estimate, the MLM head is counted at every position although training only
+        needs the masked ones."""
+        seq_len = self.config.max_seq_len if seq_len is None else seq_len
+        n = self.num_parameters(exclude_position_embedding=True)
+        return 6 * n + 12 * self.config.num_layers * self.config.hidden_size * seq_len
+
+
+def init_bert_weights(module: nn.Module) -> None:
+    """BERT init: N(0, 0.02) for weights and embeddings, zero biases, unit LayerNorms."""
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if module.padding_idx is not None:
+            with torch.no_grad():
+                module.weight[module.padding_idx].zero_()
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)

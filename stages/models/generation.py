@@ -1,0 +1,157 @@
+"""Autoregressive decoding with a KV cache.
+
+    ids = generate(gpt, prompt_ids, max_new_tokens=20)                           # greedy
+    ids = generate(gpt, prompt_ids, 20, do_sample=True, temperature=0.8, top_k=50, top_p=0.95)
+    out = generate_seq2seq(t5, source_ids, attention_mask, max_new_tokens=20)    # greedy
+    out = generate_seq2seq(t5, source_ids, attention_mask, 20, num_beams=4)      # beam search
+
+GPT prompts in one batch must have the same length (no padding). With the cache, each
+step feeds only the newest token: keys and values of earlier positions are reused, so a
+step costs O(T) instead of O(T^2). `use_cache=False` recomputes the whole prefix (the
+reference the cache is tested against).
+
+Shapes: B batch, T tokens so far, V vocabulary, K beams.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from stages.models.gpt import GPT
+from stages.models.t5 import T5
+
+
+def filter_logits(logits: torch.Tensor, *, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:
+    """(B, V) logits with everything outside the top-k and outside the smallest set whose
+    probability reaches top_p (nucleus) set to -inf. The most likely token always stays."""
+    if top_k is not None and top_k < logits.size(-1):
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)  # (B, V)
+        probs = sorted_logits.softmax(dim=-1)
+        # Drop a token when the tokens ranked above it already reach top_p.
+        drop_sorted = probs.cumsum(dim=-1) - probs >= top_p  # (B, V)
+        drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def next_token(logits: torch.Tensor, *, do_sample: bool, temperature: float = 1.0,
+               top_k: int | None = None, top_p: float | None = None,
+               generator: torch.Generator | None = None) -> torch.Tensor:
+    """(B, V) last-position logits -> (B,) next token ids."""
+    if not do_sample:
+        return logits.argmax(dim=-1)
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 when sampling, got {temperature}; use do_sample=False for greedy")
+    logits = filter_logits(logits.float() / temperature, top_k=top_k, top_p=top_p)
+    return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(-1)
+
+
+@torch.no_grad()
+def generate(model: GPT, input_ids: torch.Tensor, max_new_tokens: int, *, do_sample: bool = False,
+             temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+             eos_token_id: int | None = None, use_cache: bool = True,
+             generator: torch.Generator | None = None) -> torch.Tensor:
+    """Prompt (B, T) -> prompt plus up to max_new_tokens tokens (B, T + n). Rows that
+    produced eos_token_id keep emitting it; decoding stops when every row has."""
+    if input_ids.size(1) + max_new_tokens > model.config.max_seq_len:
+        raise ValueError(
+            f"prompt length {input_ids.size(1)} + max_new_tokens {max_new_tokens} exceeds "
+            f"max_seq_len={model.config.max_seq_len}"
+        )
+    cache = model.new_kv_cache() if use_cache else None
+    ids, step_input = input_ids, input_ids
+    done = torch.zeros(input_ids.size(0), dtype=torch.bool, device=input_ids.device)  # (B,)
+    for _ in range(max_new_tokens):
+        logits, _ = model(step_input, kv_cache=cache)  # (B, T', V)
+        token = next_token(logits[:, -1], do_sample=do_sample, temperature=temperature,
+                           top_k=top_k, top_p=top_p, generator=generator)  # (B,)
+        if eos_token_id is not None:
+            token = token.masked_fill(done, eos_token_id)
+            done |= token == eos_token_id
+        ids = torch.cat([ids, token[:, None]], dim=1)  # (B, T+1)
+        step_input = token[:, None] if use_cache else ids
+        if done.all():
+            break
+    return ids
+
+
+@torch.no_grad()
+def generate_seq2seq(model: T5, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                     max_new_tokens: int = 20, *, num_beams: int = 1, eos_token_id: int | None = None,
+                     length_penalty: float = 1.0) -> torch.Tensor:
+    """Source (B, S) -> decoder output ids (B, 1 + n), starting with the decoder start
+    token. Greedy for num_beams == 1, else beam search returning the best hypothesis."""
+    memory = model.encode(input_ids, attention_mask)  # (B, S, C)
+    if num_beams > 1:
+        return _beam_search(model, memory, attention_mask, max_new_tokens, num_beams, eos_token_id, length_penalty)
+    B = input_ids.size(0)
+    ids = torch.full((B, 1), model.config.decoder_start_token_id, dtype=torch.long, device=input_ids.device)
+    cache = model.new_kv_cache()
+    done = torch.zeros(B, dtype=torch.bool, device=input_ids.device)
+    for _ in range(max_new_tokens):
+        logits = model.decode(ids[:, -1:], memory, attention_mask, kv_cache=cache)  # (B, 1, V)
+        token = logits[:, -1].argmax(dim=-1)  # (B,)
+        if eos_token_id is not None:
+            token = token.masked_fill(done, eos_token_id)
+            done |= token == eos_token_id
+        ids = torch.cat([ids, token[:, None]], dim=1)
+        if done.all():
+            break
+    return ids
+
+
+def _beam_search(model: T5, memory: torch.Tensor, attention_mask: torch.Tensor | None, max_new_tokens: int,
+                 num_beams: int, eos_token_id: int | None, length_penalty: float) -> torch.Tensor:
+    """Keep the num_beams best prefixes by summed log-probability. A prefix that emits
+    EOS becomes a finished hypothesis scored sum / length**length_penalty; a row stops
+    once it has num_beams of them (early stopping) or at max_new_tokens."""
+    B, K, device = memory.size(0), num_beams, memory.device
+    memory = memory.repeat_interleave(K, dim=0)  # (B*K, S, C)
+    mask = None if attention_mask is None else attention_mask.repeat_interleave(K, dim=0)
+    ids = torch.full((B * K, 1), model.config.decoder_start_token_id, dtype=torch.long, device=device)
+    scores = torch.full((B, K), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # all beams start identical: expand only the first
+    cache = model.new_kv_cache()
+    finished: list[list[tuple[float, torch.Tensor]]] = [[] for _ in range(B)]
+    for _ in range(max_new_tokens):
+        logits = model.decode(ids[:, -1:], memory, mask, kv_cache=cache)[:, -1]  # (B*K, V)
+        V = logits.size(-1)
+        candidates = scores[:, :, None] + logits.float().log_softmax(-1).view(B, K, V)  # (B, K, V)
+        top_scores, top_index = candidates.view(B, K * V).topk(2 * K, dim=-1)  # (B, 2K)
+        beam, token = top_index // V, top_index % V  # (B, 2K) each
+        next_scores = torch.full((B, K), float("-inf"), device=device)
+        next_rows = torch.zeros(B, K, dtype=torch.long, device=device)
+        next_tokens = torch.zeros(B, K, dtype=torch.long, device=device)
+        for b in range(B):
+            kept = 0
+            for score, k, t in zip(top_scores[b].tolist(), beam[b].tolist(), token[b].tolist()):
+                if score == float("-inf") or kept == K:
+                    break
+                if eos_token_id is not None and t == eos_token_id:
+                    if len(finished[b]) < K:
+                        sequence = torch.cat([ids[b * K + k], ids.new_tensor([t])])
+                        finished[b].append((score / (sequence.numel() - 1) ** length_penalty, sequence))
+                    continue
+                next_scores[b, kept], next_rows[b, kept], next_tokens[b, kept] = score, b * K + k, t
+                kept += 1
+        rows = next_rows.flatten()  # (B*K,): which hypothesis each surviving beam extends
+        for self_cache, _ in cache:
+            self_cache.reorder(rows)  # the cross-attention cache is the same for all beams
+        ids = torch.cat([ids[rows], next_tokens.view(-1, 1)], dim=1)  # (B*K, T+1)
+        scores = next_scores
+        if all(len(f) >= K for f in finished):
+            break
+    best = []
+    for b in range(B):
+        hypotheses = list(finished[b])
+        length = ids.size(1) - 1
+        hypotheses += [(scores[b, k].item() / length**length_penalty, ids[b * K + k]) for k in range(K)
+                       if scores[b, k] > float("-inf")]
+        best.append(max(hypotheses, key=lambda h: h[0])[1])
+    width = max(seq.numel() for seq in best)
+    pad = model.config.pad_token_id
+    return torch.stack([nn.functional.pad(seq, (0, width - seq.numel()), value=pad) for seq in best])

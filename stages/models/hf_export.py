@@ -1,0 +1,109 @@
+"""Hugging Face folders: write one that `transformers.AutoModel*.from_pretrained` loads,
+and read one (ours or a downloaded checkpoint) as a starting point. No transformers
+import: config.json is written and read as plain JSON.
+
+    export_hf(model, "out/hf", tokenizer_json="tokenizer.json")
+        # out/hf/config.json, model.safetensors, tokenizer.json, tokenizer_config.json
+    model = import_hf("out/hf")   # GPT, BertForPreTraining / Bert, or T5
+
+Supported: GPT <-> GPT2LMHeadModel, BertForPreTraining <-> BertForPreTraining,
+Bert <-> BertModel, T5 <-> T5ForConditionalGeneration.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+from safetensors.torch import load_file, save_file
+
+from stages.models.bert import Bert, BertForPreTraining
+from stages.models.convert import gpt_to_hf_gpt2, hf_gpt2_config, hf_gpt2_to_gpt
+from stages.models.convert_bert import bert_config_from_hf, bert_to_hf_bert, hf_bert_config, hf_bert_to_bert
+from stages.models.convert_t5 import hf_t5_config, hf_t5_to_t5, t5_config_from_hf, t5_to_hf_t5
+from stages.models.gpt import GPT, GPTConfig
+from stages.models.t5 import T5
+
+HF_CONFIG_NAME = "config.json"
+HF_WEIGHTS_NAME = "model.safetensors"
+
+
+def export_hf(model: nn.Module, directory: str | Path, tokenizer_json: str | Path | None = None,
+              special_tokens: dict[str, str] | None = None) -> Path:
+    """Write `model` as a Hugging Face folder. special_tokens (e.g. {"pad_token": "[PAD]"})
+    go into tokenizer_config.json so that AutoTokenizer knows them."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    config, state, tied = _to_hf(model)
+    for name in tied:  # Hugging Face re-ties these on load; storing them twice is an error
+        state.pop(name, None)
+    save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(directory / HF_WEIGHTS_NAME),
+              metadata={"format": "pt"})
+    (directory / HF_CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
+    if tokenizer_json is not None:
+        shutil.copyfile(tokenizer_json, directory / "tokenizer.json")
+        tokenizer_config = {"tokenizer_class": "PreTrainedTokenizerFast", **(special_tokens or {})}
+        if "max_position_embeddings" in config or "n_positions" in config:
+            tokenizer_config["model_max_length"] = config.get("max_position_embeddings", config.get("n_positions"))
+        (directory / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
+    return directory
+
+
+def import_hf(directory: str | Path) -> nn.Module:
+    """Our model, with the weights of the Hugging Face folder `directory`."""
+    directory = Path(directory)
+    config_path, weights_path = directory / HF_CONFIG_NAME, directory / HF_WEIGHTS_NAME
+    for path in (config_path, weights_path):
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} not found: import_hf expects a Hugging Face model folder")
+    hf_config = json.loads(config_path.read_text())
+    state = load_file(str(weights_path))
+    model_type = hf_config.get("model_type")
+    if model_type == "gpt2":
+        model = GPT(GPTConfig(
+            vocab_size=hf_config["vocab_size"], max_seq_len=hf_config["n_positions"],
+            num_layers=hf_config["n_layer"], hidden_size=hf_config["n_embd"], num_heads=hf_config["n_head"],
+            dropout=hf_config.get("resid_pdrop", 0.1), layer_norm_eps=hf_config.get("layer_norm_epsilon", 1e-5),
+        ))
+        state = hf_gpt2_to_gpt({k if k.startswith(("transformer.", "lm_head")) else f"transformer.{k}": v
+                                for k, v in state.items()}, model.config.num_layers)
+    elif model_type == "bert":
+        config = bert_config_from_hf(hf_config)
+        pretraining = any(k.startswith("cls.predictions") for k in state)
+        model = BertForPreTraining(config) if pretraining else Bert(config)
+        state = hf_bert_to_bert(state, config.num_layers, backbone_only=not pretraining)
+    elif model_type == "t5":
+        config = t5_config_from_hf(hf_config)
+        model = T5(config)
+        state = hf_t5_to_t5(state, config)
+    else:
+        raise ValueError(f"{config_path}: model_type {model_type!r} is not supported; known: gpt2, bert, t5")
+    model.load_state_dict(state, strict=True)
+    return model
+
+
+def _to_hf(model: nn.Module) -> tuple[dict[str, Any], dict[str, torch.Tensor], list[str]]:
+    """(config.json dict, HF state dict, names HF ties to another tensor)."""
+    state = model.state_dict()
+    if isinstance(model, GPT):
+        config = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], **hf_gpt2_config(model.config)}
+        if model.config.vocab_size <= 50256:  # GPT2Config defaults to GPT-2's <|endoftext|> id
+            config.update(bos_token_id=None, eos_token_id=None)
+        return config, gpt_to_hf_gpt2(state, model.config.num_layers), ["lm_head.weight"]
+    if isinstance(model, (Bert, BertForPreTraining)):
+        backbone_only = isinstance(model, Bert)
+        architecture = "BertModel" if backbone_only else "BertForPreTraining"
+        config = {"model_type": "bert", "architectures": [architecture], **hf_bert_config(model.config)}
+        tied = [] if backbone_only else ["cls.predictions.decoder.weight"]
+        return config, bert_to_hf_bert(state, model.config.num_layers, backbone_only), tied
+    if isinstance(model, T5):
+        config = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], **hf_t5_config(model.config)}
+        tied = ["encoder.embed_tokens.weight", "decoder.embed_tokens.weight"]
+        if model.config.tie_word_embeddings:
+            tied.append("lm_head.weight")
+        return config, t5_to_hf_t5(state, model.config), tied
+    raise TypeError(f"export_hf supports GPT, Bert, BertForPreTraining and T5, got {type(model).__name__}")

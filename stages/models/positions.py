@@ -1,0 +1,85 @@
+"""Position information: T5's relative position bias and rotary embeddings (RoPE).
+Learned absolute positions are a plain `nn.Embedding` in GPT and BERT.
+
+Shapes: T query length, S key length, nh heads, hs head size.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+
+def relative_position_bucket(relative_position: torch.Tensor, *, bidirectional: bool,
+                             num_buckets: int, max_distance: int) -> torch.Tensor:
+    """T5's bucketing of (key - query) offsets, as in Mesh TensorFlow and Hugging Face.
+
+    Half of the buckets hold exact small distances, the other half logarithmically wider
+    ranges up to max_distance; everything beyond shares the last bucket. Bidirectional
+    (encoder) splits the buckets between keys before and after the query; causal
+    (decoder) only has keys before it, so later keys all map to bucket 0.
+    """
+    buckets = torch.zeros_like(relative_position)
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (relative_position > 0).long() * num_buckets
+        distance = relative_position.abs()
+    else:
+        distance = -torch.clamp(relative_position, max=0)
+    max_exact = num_buckets // 2
+    is_small = distance < max_exact
+    # max(distance, 1) only keeps log() finite; small distances take the other branch.
+    log_ratio = torch.log(distance.clamp(min=1).float() / max_exact) / math.log(max_distance / max_exact)
+    large = max_exact + (log_ratio * (num_buckets - max_exact)).long()
+    large = torch.clamp(large, max=num_buckets - 1)
+    return buckets + torch.where(is_small, distance, large)
+
+
+class RelativePositionBias(nn.Module):
+    """A learned scalar per (bucket, head), added to attention scores (T5). One instance
+    per stack (encoder, decoder), shared by all its layers."""
+
+    def __init__(self, num_heads: int, *, bidirectional: bool, num_buckets: int = 32,
+                 max_distance: int = 128):
+        super().__init__()
+        self.bidirectional = bidirectional
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
+        self.relative_attention_bias = nn.Embedding(num_buckets, num_heads)
+
+    def forward(self, query_len: int, key_len: int, past: int = 0) -> torch.Tensor:
+        """(1, nh, T, S) bias for queries at positions past..past+T-1 over keys 0..S-1."""
+        device = self.relative_attention_bias.weight.device
+        query_pos = torch.arange(past, past + query_len, device=device)[:, None]  # (T, 1)
+        key_pos = torch.arange(key_len, device=device)[None, :]  # (1, S)
+        buckets = relative_position_bucket(
+            key_pos - query_pos, bidirectional=self.bidirectional,
+            num_buckets=self.num_buckets, max_distance=self.max_distance,
+        )  # (T, S)
+        bias = self.relative_attention_bias(buckets)  # (T, S, nh)
+        return bias.permute(2, 0, 1)[None]  # (1, nh, T, S)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding (Su et al. 2021): rotate pairs of q/k channels by an
+    angle proportional to the position, so q.k depends only on the offset. Not used by
+    the three reference families; available for new ones. Half-split layout (GPT-NeoX,
+    Llama in Hugging Face)."""
+
+    def __init__(self, head_size: int, base: float = 10000.0):
+        super().__init__()
+        if head_size % 2:
+            raise ValueError(f"rotary embeddings need an even head size, got {head_size}")
+        inv_freq = base ** (-torch.arange(0, head_size, 2).float() / head_size)  # (hs/2,)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x: torch.Tensor, past: int = 0) -> torch.Tensor:
+        """x (B, nh, T, hs) at positions past..past+T-1 -> rotated, same shape."""
+        T = x.size(2)
+        positions = torch.arange(past, past + T, device=x.device).float()  # (T,)
+        angles = torch.outer(positions, self.inv_freq)  # (T, hs/2)
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (T, hs/2)
+        x1, x2 = x.chunk(2, dim=-1)  # 2 x (B, nh, T, hs/2)
+        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)

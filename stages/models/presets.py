@@ -1,0 +1,80 @@
+"""Named model shapes: the published GPT-2, BERT and T5 sizes, plus tiny debug models for
+tests and CPU smoke runs. Parameter counts are asserted in tests/unit/test_model_presets.py.
+
+    config = preset_config("bert-base")           # a BertConfig
+    model = build_preset("t5-small")              # a freshly initialised T5
+    with torch.device("meta"):                    # shapes only, no memory
+        n = build_preset("bert-large").num_parameters()
+
+Family model classes: "gpt" -> GPT, "bert" -> BertForPreTraining, "t5" -> T5.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch.nn as nn
+
+from stages.models.bert import BertConfig, BertForPreTraining
+from stages.models.gpt import GPT, GPTConfig
+from stages.models.t5 import T5, T5Config
+
+FAMILY_MODELS: dict[str, tuple[type, type[nn.Module]]] = {
+    "gpt": (GPTConfig, GPT),
+    "bert": (BertConfig, BertForPreTraining),
+    "t5": (T5Config, T5),
+}
+
+_GPT2 = dict(vocab_size=50257, max_seq_len=1024, dropout=0.1)
+_BERT = dict(vocab_size=30522, max_seq_len=512, dropout=0.1)  # uncased WordPiece vocabulary
+_T5 = dict(vocab_size=32128, head_size=64, relative_attention_num_buckets=32, dropout=0.1)
+
+# name -> (family, config fields)
+PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
+    "gpt-debug": ("gpt", dict(vocab_size=512, max_seq_len=64, num_layers=2, hidden_size=64, num_heads=4)),
+    "gpt2-small": ("gpt", dict(_GPT2, num_layers=12, hidden_size=768, num_heads=12)),
+    "gpt2-medium": ("gpt", dict(_GPT2, num_layers=24, hidden_size=1024, num_heads=16)),
+    "gpt2-large": ("gpt", dict(_GPT2, num_layers=36, hidden_size=1280, num_heads=20)),
+    "bert-debug": ("bert", dict(vocab_size=512, max_seq_len=64, num_layers=2, hidden_size=64, num_heads=4)),
+    # The compact BERTs of Turc et al. 2019 (google/bert_uncased_L-*_H-*_A-*): 64-wide heads.
+    "bert-tiny": ("bert", dict(_BERT, num_layers=2, hidden_size=128, num_heads=2)),
+    "bert-mini": ("bert", dict(_BERT, num_layers=4, hidden_size=256, num_heads=4)),
+    "bert-small": ("bert", dict(_BERT, num_layers=4, hidden_size=512, num_heads=8)),
+    "bert-medium": ("bert", dict(_BERT, num_layers=8, hidden_size=512, num_heads=8)),
+    "bert-base": ("bert", dict(_BERT, num_layers=12, hidden_size=768, num_heads=12)),
+    "bert-large": ("bert", dict(_BERT, num_layers=24, hidden_size=1024, num_heads=16)),
+    "t5-debug": ("t5", dict(vocab_size=512, hidden_size=64, head_size=16, ff_size=128, num_layers=2, num_heads=4)),
+    "t5-small": ("t5", dict(_T5, hidden_size=512, ff_size=2048, num_layers=6, num_heads=8)),
+    "t5-base": ("t5", dict(_T5, hidden_size=768, ff_size=3072, num_layers=12, num_heads=12)),
+    # T5 v1.1: gated-GELU FFN, untied LM head (google/t5-v1_1-*).
+    "t5-v1_1-small": ("t5", dict(_T5, hidden_size=512, ff_size=1024, num_layers=8, num_heads=6,
+                                 feed_forward="gated-gelu", tie_word_embeddings=False)),
+}
+
+
+def preset_config(name: str, **overrides: Any) -> Any:
+    """The config dataclass of preset `name`, with fields overridden (e.g. dropout=0.0)."""
+    family, fields = _lookup(name)
+    config_cls = FAMILY_MODELS[family][0]
+    known = {f.name for f in dataclasses.fields(config_cls)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"preset {name!r}: {unknown} are not fields of {config_cls.__name__}; valid: {sorted(known)}")
+    return config_cls(**{**fields, **overrides})
+
+
+def build_preset(name: str, **overrides: Any) -> nn.Module:
+    """A freshly initialised model of preset `name` (GPT, BertForPreTraining or T5)."""
+    family, _ = _lookup(name)
+    return FAMILY_MODELS[family][1](preset_config(name, **overrides))
+
+
+def _lookup(name: str) -> tuple[str, dict[str, Any]]:
+    if name not in PRESETS:
+        import difflib
+
+        close = difflib.get_close_matches(name, PRESETS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown model preset {name!r}{hint} known: {sorted(PRESETS)}")
+    return PRESETS[name]
