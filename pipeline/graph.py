@@ -46,8 +46,9 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(name="dataset", entry="stages.dataset.run:run", inputs=("ingest", "tokenizer"),
               experiment_keys=("seed",), resumes=True,
               summary_metrics=("train_rows", "train_tokens", "validation_tokens")),
+    # pretrain v2: also writes hf/, a Hugging Face folder of the final weights.
     StageSpec(name="pretrain", entry="stages.pretrain.run:run", inputs=("dataset", "tokenizer"),
-              experiment_keys=("seed",), resumes=True, scratch_dirs=("ray",),
+              code_version="2", experiment_keys=("seed",), resumes=True, scratch_dirs=("ray",),
               summary_metrics=("steps", "final_loss", "val_loss", "tokens_per_second")),
     StageSpec(name="finetune", entry="stages.finetune.run:run", inputs=("pretrain",),
               experiment_keys=("seed", "data_dir"), resumes=True, scratch_dirs=("ray",),

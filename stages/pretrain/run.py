@@ -6,6 +6,9 @@ Reads   ctx.inputs["dataset"]/index.json + Arrow shards (train and validation sp
 Writes  ctx.output_dir/metrics.jsonl   one record per log_every / eval_every steps
         ctx.output_dir/ray/pretrain/   Ray Train run state and checkpoints (to resume)
         ctx.output_dir/model/          model.safetensors, model_config.json, tokenizer.json
+        ctx.output_dir/hf/             the same weights as a Hugging Face folder (config.json,
+                                       model.safetensors, tokenizer files) that
+                                       transformers.AutoModelForCausalLM.from_pretrained loads
 
 Calling `run` again with the same output_dir (after the driver was killed, say) resumes
 from the last committed checkpoint and still ends at max_steps.
@@ -13,6 +16,7 @@ from the last committed checkpoint and still ends at max_steps.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -64,10 +68,23 @@ def run(ctx) -> dict[str, Any]:
         run_name=RUN_NAME,
         max_failures=cfg.max_failures,
     )
+    export_hugging_face(output_dir, tokenizer_path)
     reported = result.metrics or {}
     metrics = {key: reported.get(key) for key in SUMMARY_KEYS}
     metrics["wall_seconds"] = time.time() - started
     return metrics
+
+
+def export_hugging_face(output_dir: Path, tokenizer_path: Path) -> Path:
+    """Write `output_dir/hf/` from the exported `model/`, with the tokenizer and its
+    special tokens, so the run can be loaded by transformers or fine-tuned elsewhere."""
+    from stages.models import load_pretrained
+    from stages.models.hf_export import export_hf
+
+    special_tokens_path = tokenizer_path.parent / "special_tokens_map.json"
+    special_tokens = json.loads(special_tokens_path.read_text()) if special_tokens_path.is_file() else {}
+    model = load_pretrained(output_dir / "model")
+    return export_hf(model, output_dir / "hf", tokenizer_path, special_tokens)
 
 
 def read_dataset_index(dataset_dir: Path) -> dict[str, Any]:

@@ -31,6 +31,19 @@ def finished_run(tmp_path_factory, ray_address):
     return workdir, args, result
 
 
+def _assert_transformers_loads(hf_dir: Path) -> None:
+    """The exported folder is a real Hugging Face checkpoint: it loads and predicts."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(hf_dir)
+    tokenizer = AutoTokenizer.from_pretrained(hf_dir)
+    ids = tokenizer("It was a dark and stormy night", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        loss = model(ids, labels=ids).loss
+    assert torch.isfinite(loss) and loss.item() < 10
+
+
 def manifest(workdir: Path, stage: str) -> dict:
     (path,) = workdir.glob(f"{stage}/*/manifest.json")
     return json.loads(path.read_text())
@@ -43,6 +56,7 @@ def test_all_six_stages_finish_with_real_outputs(finished_run):
     pretrain_dir = next(workdir.glob("pretrain/*/"))
     assert (pretrain_dir / "model" / "model.safetensors").stat().st_size > 0
     assert (pretrain_dir / "metrics.jsonl").is_file()
+    _assert_transformers_loads(pretrain_dir / "hf")
     pretrain = manifest(workdir, "pretrain")["metrics"]
     assert pretrain["steps"] == 40 and pretrain["val_loss"] < 8.0
     accuracy = manifest(workdir, "finetune")["metrics"]["sst2/accuracy"]
