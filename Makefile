@@ -13,7 +13,7 @@ DATA_DIR ?= ../shared/data
 PYTEST_ARGS ?=
 export DATA_DIR
 
-.PHONY: install demo test test-unit bench clean
+.PHONY: install browser demo test test-unit bench clean
 
 install: $(VENV)/.installed
 
@@ -31,8 +31,13 @@ demo: install
 	$(BIN)/pretrain run configs/demo.yaml
 	$(BIN)/pretrain status runs/demo
 
-test: install
+test: install browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Headless Chromium for tests/e2e/test_report_browser.py; a no-op when already installed.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium; }
 
 test-unit: install
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

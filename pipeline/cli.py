@@ -9,6 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from pipeline import cli_cluster
 from pipeline.config import ConfigError, load_config
 from pipeline.graph import STAGE_NAMES
 from pipeline.planner import Selection, plan
@@ -38,11 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
     config_command("plan", "show what would run, what is cached, and why (starts nothing)")
     status = commands.add_parser("status", help="one row per stage of a run directory")
     status.add_argument("run_dir", help="the experiment's workdir, e.g. runs/demo")
+    cli_cluster.add_commands(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if (exit_code := cli_cluster.dispatch(args)) is not None:
+        return exit_code
     try:
         if args.command == "status":
             print(render(Path(args.run_dir)))
@@ -72,9 +76,11 @@ def _run(cfg, selection: Selection, config_path: str) -> int:
         print(f"the stage wrote no manifest; fix the cause and run the same command again",
               file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted: finished stages are kept; run the same command to resume",
-              file=sys.stderr)
+    except (KeyboardInterrupt, SystemExit):
+        # Ctrl-C inside Ray Train arrives as SystemExit: its SIGINT handler aborts the
+        # run gracefully (workers stop, committed checkpoints stay) and then exits.
+        print("interrupted: finished stages and committed checkpoints are kept; "
+              "run the same command to resume", file=sys.stderr)
         return 130
     print(f"done: `pretrain status {cfg.resolved_workdir}` for the table")
     return 0

@@ -53,7 +53,8 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(name="finetune", entry="stages.finetune.run:run", inputs=("pretrain",),
               experiment_keys=("seed", "data_dir"), resumes=True, scratch_dirs=("ray",),
               summary_metrics=()),
-    StageSpec(name="report", entry="stages.report.run:run", needs_ray=False,
+    # report v2: adds report.html (plots, lineage, stats).
+    StageSpec(name="report", entry="stages.report.run:run", needs_ray=False, code_version="2",
               inputs=("ingest", "tokenizer", "dataset", "pretrain", "finetune")),
 )
 

@@ -24,6 +24,7 @@ from pipeline.graph import BY_NAME
 from pipeline.planner import Decision, Selection, plan
 from pipeline.ray_session import RaySession
 from pipeline.store import RUN_INDEX, ArtifactStore, inventory, write_json_atomic
+from pipeline.wandb_stage_log import log_stage
 
 LIBRARIES = ("torch", "ray", "deepspeed", "pyarrow", "tokenizers", "datasets", "wandb", "pydantic")
 
@@ -108,6 +109,7 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
         "files": inventory(output_dir, spec.scratch_dirs), "metrics": metrics,
     }
     store.write_manifest(spec.name, fp, manifest)
+    log_stage(cfg, manifest, output_dir)  # one wandb run per stage; only ever warns
     return manifest
 
 

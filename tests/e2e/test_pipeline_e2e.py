@@ -95,18 +95,23 @@ def test_plan_names_the_changed_key(finished_run):
     assert "run" in lines["finetune"] and "input 'pretrain' changed" in lines["finetune"]
 
 
-def test_sigkill_mid_pretrain_then_rerun_resumes_from_checkpoint(finished_run, tmp_path, ray_address):
+@pytest.mark.parametrize("interrupt", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "Ctrl-C"])
+def test_interrupt_mid_pretrain_then_rerun_resumes_from_checkpoint(finished_run, tmp_path, ray_address,
+                                                                    interrupt):
     reference_workdir, _, _ = finished_run
     workdir = tmp_path / "gpt-tiny"
     args = (CONFIG, "-o", f"workdir={workdir}", "-o", f"ray.address={ray_address}")
     driver = start_cli("run", *args, log=tmp_path / "first.log")
     try:
-        checkpoint_step = _wait_for_checkpoint(workdir, driver, tmp_path / "first.log")
-        driver.send_signal(signal.SIGKILL)
-        driver.wait(timeout=30)
+        _wait_for_checkpoint(workdir, driver, tmp_path / "first.log")
+        driver.send_signal(interrupt)
+        returncode = driver.wait(timeout=120)
     finally:
         if driver.poll() is None:
             driver.kill()
+    if interrupt == signal.SIGINT:
+        assert returncode == 130, (tmp_path / "first.log").read_text()[-3000:]
+        assert "run the same command to resume" in (tmp_path / "first.log").read_text()
     assert not list(workdir.glob("pretrain/*/manifest.json"))
 
     rerun = pretrain_cli("run", *args)

@@ -1,0 +1,54 @@
+"""Read a run directory into a `RunSource` the report code renders (used by `pretrain
+report` and `pretrain dashboard`): the latest fingerprint of every stage, and for each
+whether it is done, failed, started or not run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from pipeline.config import ConfigError
+from pipeline.graph import STAGE_NAMES
+from pipeline.runner import load_run_index
+from pipeline.store import ArtifactStore
+from stages.report.sources import RunSource, StageRecord
+
+
+def load_run_source(run_dir: str | Path) -> RunSource:
+    """Raises ConfigError (exit 2 in the CLI) when `run_dir` is not a run directory."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ConfigError(f"{run_dir} does not exist; pass a run directory such as runs/<name> "
+                          f"(the experiment's workdir)")
+    index = load_run_index(run_dir)
+    store = ArtifactStore(run_dir)
+    stages = [_stage_record(store, name, index.get("stages", {}).get(name, "")) for name in STAGE_NAMES]
+    return RunSource(name=index.get("name") or run_dir.name, config=_resolved_config(run_dir),
+                     stages=stages, run_started=index.get("updated"), run_dir=run_dir.resolve())
+
+
+def _stage_record(store: ArtifactStore, name: str, fingerprint: str) -> StageRecord:
+    if not fingerprint:
+        return StageRecord(stage=name, state="not run")
+    directory = store.stage_dir(name, fingerprint)
+    manifest = store.manifest(name, fingerprint)
+    if manifest:
+        return StageRecord(name, "done", fingerprint, manifest, directory)
+    failure = store.failure(name, fingerprint)
+    if failure:
+        return StageRecord(name, "failed", fingerprint, None, directory, failure.get("error"))
+    if directory.is_dir():
+        # No manifest yet: running now or interrupted. Its metrics.jsonl is still read,
+        # which is what lets the dashboard draw curves of a run in progress.
+        return StageRecord(name, "incomplete", fingerprint, None, directory)
+    return StageRecord(name, "not run", fingerprint)
+
+
+def _resolved_config(run_dir: Path) -> dict:
+    path = run_dir / "config.resolved.yaml"
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}

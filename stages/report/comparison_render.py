@@ -1,0 +1,88 @@
+"""The comparison as HTML (with overlaid plots) and as Markdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stages.report.comparison import overlaid_panels
+from stages.report.content import format_time
+from stages.report.html_parts import Raw, escape, format_value, page, plot_figure, table
+from stages.report.plots import line_plot_png
+from stages.report.sources import RunSource
+
+
+def comparison_html(comparison: dict[str, Any], sources: list[RunSource], *,
+                    refresh_seconds: int | None = None) -> str:
+    labels = [run["label"] for run in comparison["runs"]]
+    plots = [plot_figure(title, line_plot_png(title, lines))
+             for title, lines in overlaid_panels(sources).items()]
+    runs = table(["run", "experiment", "directory", "stages"],
+                 [[r["label"], r["experiment"], r["run_dir"],
+                   ", ".join(f"{s}: {state}" for s, state in r["stages"].items())]
+                  for r in comparison["runs"]], css_class="runs")
+    body = [
+        f"<h1>Comparison: {escape(' vs '.join(labels))}</h1>",
+        f'<p class="muted">Generated {escape(format_time(comparison["generated"]))}; '
+        f"deltas are against <b>{escape(labels[0])}</b>.</p>",
+        "<h2>Runs</h2>", runs,
+        "<h2>Config differences</h2>", _config_table(comparison, labels),
+        "<h2>Scores</h2>", _metrics_table(comparison, labels),
+        "<h2>Curves</h2>",
+        '<div class="plots">' + "".join(plots) + "</div>" if plots else "<p>No training metrics.</p>",
+    ]
+    return page("comparison: " + " vs ".join(labels), "\n".join(body), refresh_seconds=refresh_seconds)
+
+
+def _config_table(comparison: dict, labels: list[str]) -> str:
+    rows = comparison["config_differences"]
+    if not rows:
+        return "<p>The configs are identical (apart from name and workdir).</p>"
+    return table(["key", *labels], [[row["key"], *row["values"]] for row in rows], css_class="config-diff")
+
+
+def _metrics_table(comparison: dict, labels: list[str]) -> str:
+    if not comparison["metrics"]:
+        return "<p>No scores yet.</p>"
+    headers = ["stage / task", "metric", labels[0]] + [f"{label} (delta)" for label in labels[1:]]
+    rows = []
+    for row in comparison["metrics"]:
+        cells: list[Any] = [row["group"], row["metric"], row["values"][0]]
+        for value, delta in zip(row["values"][1:], row["deltas"][1:]):
+            cells.append(Raw(f"{escape(format_value(value))} {_delta_html(delta, row['lower_is_better'])}"))
+        rows.append(cells)
+    return table(headers, rows, numeric=range(2, len(headers)), css_class="scores")
+
+
+def _delta_html(delta: float | None, lower_is_better: bool) -> str:
+    if delta is None:
+        return ""
+    better = delta < 0 if lower_is_better else delta > 0
+    css = "better" if better else ("worse" if delta else "muted")
+    return f'<span class="{css}">({delta:+.4g})</span>'
+
+
+def comparison_markdown(comparison: dict[str, Any]) -> str:
+    labels = [run["label"] for run in comparison["runs"]]
+    out = [f"# Comparison: {' vs '.join(labels)}", "",
+           f"Generated {format_time(comparison['generated'])}; deltas are against `{labels[0]}`.", "",
+           "## Runs", "", "| run | experiment | directory |", "|---|---|---|"]
+    out += [f"| {r['label']} | {r['experiment']} | `{r['run_dir']}` |" for r in comparison["runs"]]
+    out += ["", "## Config differences", ""]
+    if comparison["config_differences"]:
+        out += ["| key | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+        out += [f"| {row['key']} | " + " | ".join(format_value(v) for v in row["values"]) + " |"
+                for row in comparison["config_differences"]]
+    else:
+        out.append("The configs are identical (apart from name and workdir).")
+    out += ["", "## Scores", ""]
+    if comparison["metrics"]:
+        out += ["| stage / task | metric | " + " | ".join(labels) + " |",
+                "|---|---|" + "---:|" * len(labels)]
+        for row in comparison["metrics"]:
+            cells = [format_value(row["values"][0])] + [
+                f"{format_value(v)}" + (f" ({d:+.4g})" if d is not None else "")
+                for v, d in zip(row["values"][1:], row["deltas"][1:])]
+            out.append(f"| {row['group']} | {row['metric']} | " + " | ".join(cells) + " |")
+    else:
+        out.append("No scores yet.")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,114 @@
+"""`report.html`: one run as a self-contained page (tables plus embedded PNG plots)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from stages.report.content import format_time
+from stages.report.curves import Series, finetune_series, panels, pretrain_series
+from stages.report.html_parts import GroupRow, Raw, escape, format_value, page, plot_figure, table
+from stages.report.plots import line_plot_png
+from stages.report.sources import RunSource
+
+
+def render_html(report: dict[str, Any], source: RunSource, *,
+                refresh_seconds: int | None = None) -> str:
+    sections = [
+        f"<h1>Experiment <code>{escape(report['experiment'])}</code></h1>",
+        f'<p class="muted">Generated {escape(format_time(report["generated"]))}'
+        + (" &middot; run in progress, this page refreshes itself" if refresh_seconds else "")
+        + "</p>",
+        "<h2>Stages</h2>", _stages_table(report),
+        "<h2>Skipped, failed or resumed</h2>", _problems(report),
+        "<h2>Training curves</h2>", _plots(run_plots(source)),
+        "<h2>Fine-tuning</h2>", _finetune_table(report),
+        "<h2>Data</h2>", _stats(report),
+        "<h2>Lineage</h2>", _lineage(report),
+    ]
+    return page(f"{report['experiment']} report", "\n".join(sections), refresh_seconds=refresh_seconds)
+
+
+def run_plots(source: RunSource) -> list[tuple[str, str]]:
+    """(title, base64 PNG) for pretraining panels and the fine-tuning loss per task."""
+    pretrain = source.stage("pretrain")
+    finetune = source.stage("finetune")
+    plots = [(f"Pretraining: {title.lower()}", lines)
+             for title, lines in panels(pretrain_series(pretrain.directory if pretrain else None)).items()]
+    by_task = finetune_series(finetune.directory if finetune else None)
+    task_losses: Series = {task: series["loss"] for task, series in by_task.items() if "loss" in series}
+    if task_losses:
+        plots.append(("Fine-tuning: training loss per task", task_losses))
+    return [(title, line_plot_png(title, lines)) for title, lines in plots]
+
+
+def _plots(plots: list[tuple[str, str]]) -> str:
+    if not plots:
+        return "<p>No training metrics yet.</p>"
+    return '<div class="plots">' + "".join(plot_figure(title, png) for title, png in plots) + "</div>"
+
+
+def _stages_table(report: dict) -> str:
+    rows = [[row["stage"], Raw(f'<span class="state-{escape(row["state"].replace(" ", "-"))}">'
+                               f'{escape(row["state"])}</span>'),
+             Raw(f"<code>{escape(row['fingerprint'])}</code>"),
+             f"{row['seconds']:.1f}" if row["seconds"] is not None else "-",
+             _metrics_text(row["metrics"])] for row in report["stages"]]
+    return table(["stage", "state", "fingerprint", "seconds", "key metrics"], rows, numeric=[3],
+                 css_class="stages")
+
+
+def _problems(report: dict) -> str:
+    if not report["problems"]:
+        return "<p>Nothing: every stage ran in this run and finished.</p>"
+    rows = [[p["stage"], Raw(f'<span class="kind-{escape(p["kind"].replace(" ", "-"))}">'
+                             f'{escape(p["kind"])}</span>'), p["message"]] for p in report["problems"]]
+    return table(["stage", "what", "details"], rows, css_class="problems")
+
+
+def _finetune_table(report: dict) -> str:
+    tasks = report["finetune_tasks"]
+    if not tasks:
+        return "<p>No fine-tuning scores.</p>"
+    rows: list[Any] = []
+    for task, metrics in tasks.items():
+        rows.append(GroupRow(task))
+        rows += [[task, metric, value] for metric, value in metrics.items()]
+    glue = report.get("glue_average")
+    html = table(["task", "metric", "value"], rows, numeric=[2], css_class="finetune")
+    if glue:
+        html += (f"<p>GLUE average over {len(glue['tasks'])} task(s) "
+                 f"({escape(', '.join(glue['tasks']))}): <b>{glue['score']:.4f}</b></p>")
+    return html
+
+
+def _stats(report: dict) -> str:
+    if not report["stats"]:
+        return "<p>No data statistics.</p>"
+    parts = []
+    for stage, metrics in report["stats"].items():
+        parts.append(f"<h3>{escape(stage)}</h3>")
+        parts.append(table(["statistic", "value"], [[k, v] for k, v in metrics.items()],
+                           numeric=[1], css_class=f"stats stats-{escape(stage)}"))
+    return "\n".join(parts)
+
+
+def _lineage(report: dict) -> str:
+    lineage = report["lineage"]
+    rows = [[row["stage"], Raw(f"<code>{escape(row['fingerprint'])}</code>"), row["code_version"],
+             ", ".join(f"{k}={v}" for k, v in row["inputs"].items()) or "-",
+             format_time(row["start_time"]), format_time(row["end_time"]), row["host"],
+             "reused from cache" if row["reused"] else ("ran" if row["state"] == "done" else row["state"])]
+            for row in lineage["stages"]]
+    libraries = [["python", lineage["python"]]] + [[k, v] for k, v in lineage["libraries"].items()]
+    return "\n".join([
+        table(["stage", "fingerprint", "code version", "inputs", "start", "end", "host", "this run"],
+              rows, css_class="lineage"),
+        "<h3>Libraries</h3>", table(["library", "version"], libraries, css_class="libraries"),
+        "<h3>Config</h3>",
+        f"<pre>{escape(json.dumps(lineage['config'], indent=2, sort_keys=False, default=str))}</pre>",
+    ])
+
+
+def _metrics_text(metrics: dict) -> str:
+    return ", ".join(f"{k}={format_value(v)}" for k, v in list(metrics.items())[:8])

@@ -1,0 +1,83 @@
+"""`report.md`: the Markdown twin of report.html (tables only; curves as a short table)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stages.report.content import format_time
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    out = [f"# Experiment `{report['experiment']}`", "",
+           f"Generated {format_time(report['generated'])}.", "",
+           "## Stages", "", "| stage | state | fingerprint | seconds | key metrics |",
+           "|---|---|---|---:|---|"]
+    for row in report["stages"]:
+        seconds = f"{row['seconds']:.1f}" if row["seconds"] is not None else "-"
+        out.append(f"| {row['stage']} | {row['state']} | `{row['fingerprint']}` | {seconds} | "
+                   f"{_cell(format_metrics(row['metrics']))} |")
+    out += ["", "## Skipped, failed or resumed", ""]
+    if report.get("problems"):
+        out += ["| stage | what | details |", "|---|---|---|"]
+        out += [f"| {p['stage']} | {p['kind']} | {_cell(p['message'])} |" for p in report["problems"]]
+    else:
+        out.append("Nothing: every stage ran in this run and finished.")
+    out += ["", "## Fine-tuning", ""]
+    if report["finetune"]:
+        out += ["| task | metric | value |", "|---|---|---:|"]
+        for task, metrics in report.get("finetune_tasks", {}).items():
+            out += [f"| {task} | {metric} | {value:.4f} |" for metric, value in metrics.items()]
+        if report.get("glue_average"):
+            glue = report["glue_average"]
+            out += ["", f"GLUE average over {len(glue['tasks'])} task(s) ({', '.join(glue['tasks'])}): "
+                        f"**{glue['score']:.4f}**"]
+    else:
+        out.append("No fine-tuning scores.")
+    out += ["", "## Pretraining curve", ""]
+    if report["pretrain_curve"]:
+        out += ["| step | train loss | validation loss |", "|---:|---:|---:|"]
+        for p in report["pretrain_curve"]:
+            val = f"{p['val_loss']:.4f}" if p["val_loss"] is not None else "-"
+            out.append(f"| {p['step']} | {p['loss']:.4f} | {val} |")
+    else:
+        out.append("No training metrics found.")
+    out += _stats(report.get("stats", {})) + _lineage(report.get("lineage"))
+    return "\n".join(out) + "\n"
+
+
+def _stats(stats: dict) -> list[str]:
+    out = ["", "## Data", ""]
+    if not stats:
+        return out + ["No data statistics."]
+    for stage, metrics in stats.items():
+        out += [f"### {stage}", "", "| statistic | value |", "|---|---:|"]
+        out += [f"| {k} | {_cell(format_metrics({k: v}).split('=', 1)[1])} |" for k, v in metrics.items()]
+        out.append("")
+    return out
+
+
+def _lineage(lineage: dict | None) -> list[str]:
+    if not lineage:
+        return []
+    out = ["", "## Lineage", "", "| stage | fingerprint | code version | inputs | start | end | host | this run |",
+           "|---|---|---|---|---|---|---|---|"]
+    for row in lineage["stages"]:
+        inputs = ", ".join(f"{k}={v}" for k, v in row["inputs"].items()) or "-"
+        this_run = "reused from cache" if row["reused"] else ("ran" if row["state"] == "done" else row["state"])
+        out.append(f"| {row['stage']} | `{row['fingerprint']}` | {row['code_version'] or '-'} | {inputs} | "
+                   f"{format_time(row['start_time'])} | {format_time(row['end_time'])} | "
+                   f"{row['host'] or '-'} | {this_run} |")
+    libraries = [f"python {lineage['python']}"] if lineage.get("python") else []
+    libraries += [f"{k} {v}" for k, v in lineage["libraries"].items()]
+    out += ["", "Libraries: " + (", ".join(libraries) or "-")]
+    return out
+
+
+def format_metrics(metrics: dict, limit: int = 6) -> str:
+    items = list(metrics.items())[:limit]
+    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in items)
+
+
+def _cell(text: str) -> str:
+    # A '|' or newline inside a cell (an error message) would break the Markdown table.
+    return str(text).replace("|", "\\|").replace("\n", " ")

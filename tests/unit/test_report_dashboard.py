@@ -1,0 +1,84 @@
+"""`pretrain dashboard`: a real HTTP server on a free port, in a thread; each request
+re-reads the run, so a run in progress shows new steps and the page refreshes itself."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.config import ConfigError
+from pipeline.dashboard import Dashboard, make_server
+from tests.synthetic_run import write_run
+
+
+@pytest.fixture
+def serve(tmp_path):
+    servers = []
+
+    def start(*run_dirs) -> str:
+        server = make_server(Dashboard(list(run_dirs)), "127.0.0.1", 0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def get(url: str) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, response.headers["Content-Type"], response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers["Content-Type"], error.read().decode()
+
+
+def pretrain_in_progress(tmp_path):
+    """A run whose pretrain stage is running: metrics.jsonl but no manifest yet."""
+    workdir = write_run(tmp_path / "live", stop_before="finetune")
+    (manifest,) = workdir.glob("pretrain/*/manifest.json")
+    manifest.unlink()
+    return workdir, manifest.parent / "metrics.jsonl"
+
+
+def training_loss_png(html: str) -> str:
+    return re.search(r'alt="Pretraining: training loss" src="data:image/png;base64,([^"]+)"', html).group(1)
+
+
+def test_a_run_in_progress_is_served_live(tmp_path, serve):
+    workdir, metrics = pretrain_in_progress(tmp_path)
+    url = serve(workdir)
+
+    status, content_type, html = get(url + "/")
+    assert status == 200 and content_type.startswith("text/html")
+    assert '<meta http-equiv="refresh" content="10">' in html
+    assert "| pretrain | incomplete |" in get(url + "/report.md")[2]
+    before = training_loss_png(html)
+
+    with open(metrics, "a") as f:  # training goes on
+        f.write(json.dumps({"step": 41, "loss": 5.0, "lr": 0.001}) + "\n")
+    after = training_loss_png(get(url + "/")[2])
+    assert after != before, "the page was not regenerated from the run directory"
+
+
+def test_several_runs_are_compared_and_unknown_paths_are_404(tmp_path, serve):
+    url = serve(write_run(tmp_path / "a", name="a"), write_run(tmp_path / "b", name="b", lr=0.002))
+    status, _, html = get(url + "/")
+    assert status == 200 and "Comparison: a vs b" in html
+    assert '<meta http-equiv="refresh" content="60">' in html  # both finished
+    assert get(url + "/etc/passwd")[0] == 404
+
+
+def test_a_run_dir_that_is_not_a_run_is_refused(tmp_path, capsys):
+    with pytest.raises(ConfigError, match="not a run directory"):
+        Dashboard([tmp_path])
+    assert main(["dashboard", str(tmp_path / "missing"), "--port", "0"]) == 2
+    assert "does not exist" in capsys.readouterr().err
