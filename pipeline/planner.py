@@ -105,12 +105,23 @@ def _why_not_cached(store: ArtifactStore, stage: str, fp: str, identity: dict) -
 
 def describe_change(old: dict, new: dict) -> str:
     """Say which keys differ between two stage identities, most specific first."""
-    changes = []
+    changes, added, removed = [], [], []
     stage = new.get("stage", "")
-    for key, (a, b) in _flat_diff(old.get("config", {}), new.get("config", {})).items():
-        changes.append(f"{stage}.{key} {a!r} -> {b!r}")
-    for key, (a, b) in _flat_diff(old.get("experiment", {}), new.get("experiment", {})).items():
-        changes.append(f"{key} {a!r} -> {b!r}")
+    diffs = [(f"{stage}.{key}", a, b)
+             for key, (a, b) in _flat_diff(old.get("config", {}), new.get("config", {})).items()]
+    diffs += [(key, a, b)
+              for key, (a, b) in _flat_diff(old.get("experiment", {}), new.get("experiment", {})).items()]
+    for key, a, b in diffs:
+        if a is _ABSENT:
+            added.append(key)  # a newer code version added the key (its default applies)
+        elif b is _ABSENT:
+            removed.append(key)
+        else:
+            changes.append(f"{key} {a!r} -> {b!r}")
+    if added:
+        changes.append(f"new config keys {', '.join(added)}")
+    if removed:
+        changes.append(f"config keys no longer used {', '.join(removed)}")
     if old.get("code_version") != new.get("code_version"):
         changes.append(f"code version {old.get('code_version')} -> {new.get('code_version')}")
     for name, fp in new.get("inputs", {}).items():
@@ -119,10 +130,13 @@ def describe_change(old: dict, new: dict) -> str:
     return ", ".join(changes) or "fingerprint differs"
 
 
+_ABSENT = object()  # a key missing on one side, as opposed to one set to None
+
+
 def _flat_diff(old: dict, new: dict, prefix: str = "") -> dict[str, tuple]:
     diff = {}
     for key in sorted(set(old) | set(new)):
-        a, b = old.get(key), new.get(key)
+        a, b = old.get(key, _ABSENT), new.get(key, _ABSENT)
         if isinstance(a, dict) and isinstance(b, dict):
             diff.update(_flat_diff(a, b, f"{prefix}{key}."))
         elif a != b:

@@ -79,6 +79,18 @@ def test_changing_a_key_reruns_that_stage_and_downstream_only(config_file):
     assert stages.calls == ["pretrain", "finetune", "report"]
 
 
+def test_describe_change_names_changed_added_and_removed_keys():
+    from pipeline.planner import describe_change
+
+    old = {"stage": "ingest", "config": {"min_chars": 20, "gone": 1, "nested": {"a": 1}},
+           "experiment": {"seed": 0}, "code_version": "1", "inputs": {}}
+    new = {"stage": "ingest", "config": {"min_chars": 50, "nested": {"a": 1, "b": {"x": 2}}},
+           "experiment": {"seed": 0}, "code_version": "2", "inputs": {}}
+    assert describe_change(old, new) == (
+        "ingest.min_chars 20 -> 50, new config keys ingest.nested.b, "
+        "config keys no longer used ingest.gone, code version 1 -> 2")
+
+
 def test_seed_is_part_of_the_fingerprint_of_stages_that_read_it(config_file):
     stages = FakeStages()
     run(config_file, stages)
