@@ -43,8 +43,9 @@ STAGES: tuple[StageSpec, ...] = (
               summary_metrics=("documents_out", "bytes_out", "dropped_duplicate")),
     StageSpec(name="tokenizer", entry="stages.tokenizer.run:run", inputs=("ingest",),
               experiment_keys=("seed",), summary_metrics=("vocab_size", "fertility")),
+    # dataset v2: mlm and span objectives, per-split stats in index.json.
     StageSpec(name="dataset", entry="stages.dataset.run:run", inputs=("ingest", "tokenizer"),
-              experiment_keys=("seed",), resumes=True,
+              code_version="2", experiment_keys=("seed",), resumes=True,
               summary_metrics=("train_rows", "train_tokens", "validation_tokens")),
     # pretrain v2: also writes hf/, a Hugging Face folder of the final weights.
     StageSpec(name="pretrain", entry="stages.pretrain.run:run", inputs=("dataset", "tokenizer"),

@@ -1,12 +1,22 @@
-"""Batches of packed token rows for training: memory-mapped, sharded by rank, seeded
-shuffle per epoch, exact resume. torch + pyarrow (+ numpy) only: no Ray, no DeepSpeed,
-no engine, so a training worker or a notebook can use it as is.
+"""Batches of training examples: memory-mapped, sharded by rank, seeded shuffle per
+epoch, exact resume. torch + pyarrow (+ numpy, fsspec for remote paths) only: no Ray,
+no DeepSpeed, no engine, so a training worker or a notebook can use it as is.
 
-Order: epoch e visits every row of the split once, in the permutation fixed by
+Order: epoch e visits every example of the split once, in the permutation fixed by
 (seed, e). Global batch g is perm[g*W*B:(g+1)*W*B] for world size W and batch size B;
-rank r takes the r-th slice of B rows. The position is one number, `samples_consumed`
-(global, rows of this epoch handed to all ranks together), so a run can resume with a
-different world size or batch size: no row is skipped or repeated within the epoch.
+rank r takes the r-th slice of B examples. The position is one number, `samples_consumed`
+(global, examples of this epoch handed to all ranks together), so a run can resume with a
+different world size or batch size: no example is skipped or repeated within the epoch.
+
+Why a global permutation and not shard order plus a shuffle buffer: the examples are
+memory-mapped and fixed-size, so any row is one page read away; a permutation of N
+int64s costs 8 bytes per example (80 MB for 10M examples, made in well under a second),
+mixes the whole split rather than a buffer's width, and makes the resume position a
+single integer that does not depend on the world size. A shuffle buffer's state depends
+on the ranks reading it and could not resume on another world size exactly.
+
+Objectives: the stored columns become model inputs in `stages.data.batches` (dynamic
+masking is drawn there from (seed, epoch, example index), so resume stays exact).
 """
 
 from __future__ import annotations
@@ -19,25 +29,33 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from stages.data.packed import read_index
+from stages.data.batches import build_batch_builder
+from stages.data.packed import column_arrays, read_index
+from stages.data.remote_cache import local_dataset_dir
 
 
-class PackedSequenceLoader:
-    """Iterates forever (epoch after epoch); each item is a LongTensor (batch_size, seq_len).
+class ExampleLoader:
+    """Iterates forever (epoch after epoch); each item is a dict of tensors whose keys
+    depend on the objective (see `stages.data.batches`), each (batch_size, ...).
 
-    shuffle=False reads rows in storage order (evaluation). drop_last=False keeps the
-    epoch's last, partial global batch: a rank then gets fewer rows, possibly none (a
-    (0, seq_len) tensor), so that every rank still takes the same number of steps.
+    shuffle=False reads examples in storage order (evaluation). drop_last=False keeps the
+    epoch's last, partial global batch: a rank then gets fewer examples, possibly none,
+    so that every rank still takes the same number of steps. `dataset_dir` may be an
+    fsspec URL (s3://, gs://, memory://, file://); its files are copied once to
+    `cache_dir` and memory-mapped from there. document_ids=True adds clm's per-position
+    document index.
     """
 
     def __init__(self, dataset_dir: str | os.PathLike, split: str, batch_size: int,
                  rank: int = 0, world_size: int = 1, seed: int = 0, shuffle: bool = True,
-                 drop_last: bool = True):
+                 drop_last: bool = True, *, document_ids: bool = False,
+                 cache_dir: str | os.PathLike | None = None):
         if not 0 <= rank < world_size:
             raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size} must be at least 1")
-        self.index = read_index(dataset_dir)
+        local_dir = local_dataset_dir(dataset_dir, split, cache_dir)
+        self.index = read_index(local_dir)
         if split not in self.index["splits"]:
             raise ValueError(f"split {split!r} is not in {dataset_dir}; it has "
                              f"{', '.join(self.index['splits'])}")
@@ -49,10 +67,10 @@ class PackedSequenceLoader:
         self.seed = seed
         self.shuffle = shuffle
         self.drop_last = drop_last
+        self._build_batch = build_batch_builder(self.index, seed, document_ids)
 
-        self._blocks = _map_shards(Path(dataset_dir), self.index["splits"][split]["shards"],
-                                   self.seq_len)
-        sizes = [len(block) for block in self._blocks]
+        self._blocks, self._empty = _map_shards(local_dir, self.index["splits"][split]["shards"])
+        sizes = [len(block["input_ids"]) for block in self._blocks]
         self._block_starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.num_rows = int(self._block_starts[-1])
         if self.num_rows < self._global_batch and drop_last:
@@ -75,10 +93,14 @@ class PackedSequenceLoader:
         rounding = math.floor if self.drop_last else math.ceil
         return rounding(self.num_rows / self._global_batch)
 
-    def __iter__(self) -> PackedSequenceLoader:
+    def __iter__(self):
         return self
 
-    def __next__(self) -> torch.Tensor:
+    def __next__(self) -> dict[str, torch.Tensor]:
+        epoch, rows = self._next_rows()
+        return self._build_batch(self._gather(rows), rows, epoch)
+
+    def _next_rows(self) -> tuple[int, np.ndarray]:
         remaining = self.num_rows - self.samples_consumed
         if remaining <= 0 or (self.drop_last and remaining < self._global_batch):
             self.epoch += 1
@@ -87,7 +109,7 @@ class PackedSequenceLoader:
         stop = min(start + self.batch_size, self.num_rows)
         rows = self._epoch_permutation()[start:stop]
         self.samples_consumed = min(self.samples_consumed + self._global_batch, self.num_rows)
-        return self._gather(rows)
+        return self.epoch, rows
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "samples_consumed": self.samples_consumed, "seed": self.seed}
@@ -114,27 +136,44 @@ class PackedSequenceLoader:
             self._permutation_epoch = self.epoch
         return self._permutation
 
-    def _gather(self, rows: np.ndarray) -> torch.Tensor:
+    def _gather(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         """Copy the given global rows out of the memory-mapped record batches."""
         blocks = np.searchsorted(self._block_starts, rows, side="right") - 1
-        batch = np.empty((len(rows), self.seq_len), dtype=np.int64)
-        for i, (row, block) in enumerate(zip(rows, blocks, strict=True)):
-            batch[i] = self._blocks[block][row - self._block_starts[block]]
-        return torch.from_numpy(batch)
+        out = {name: np.empty((len(rows),) + values.shape[1:], dtype=values.dtype)
+               for name, values in self._empty.items()}
+        for block in np.unique(blocks):
+            selected = blocks == block
+            local = rows[selected] - self._block_starts[block]
+            for name, values in self._blocks[block].items():
+                out[name][selected] = values[local]
+        return out
 
 
-def _map_shards(dataset_dir: Path, shards: list[dict], seq_len: int) -> list[np.ndarray]:
-    """(rows, seq_len) numpy views of every record batch of every shard, zero-copy over
-    memory-mapped files: pages are read from disk only when a row is used."""
-    blocks = []
+class PackedSequenceLoader(ExampleLoader):
+    """The clm loader of the trunk: each item is input_ids alone, a LongTensor
+    (batch_size, seq_len)."""
+
+    def __next__(self) -> torch.Tensor:
+        epoch, rows = self._next_rows()
+        return torch.from_numpy(self._gather(rows)["input_ids"].astype(np.int64))
+
+
+def _map_shards(dataset_dir: Path, shards: list[dict]
+                ) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray]]:
+    """Numpy views of every record batch of every shard, zero-copy over memory-mapped
+    files: pages are read from disk only when a row is used; and empty arrays of the
+    same columns (the shape of a batch with no rows)."""
+    blocks, empty = [], None
     for shard in shards:
         reader = pa.ipc.open_file(pa.memory_map(str(dataset_dir / shard["path"])))
-        for i in range(reader.num_record_batches):
-            column = reader.get_batch(i).column(0)
-            flat = column.flatten().to_numpy(zero_copy_only=True)
-            blocks.append(flat.reshape(len(column), seq_len))
-        rows = sum(len(block) for block in blocks[len(blocks) - reader.num_record_batches:])
+        if empty is None:
+            empty = column_arrays(pa.RecordBatch.from_pylist([], schema=reader.schema))
+        shard_blocks = [column_arrays(reader.get_batch(i))
+                        for i in range(reader.num_record_batches)]
+        rows = sum(len(block["input_ids"]) for block in shard_blocks)
         if rows != shard["rows"]:
             raise ValueError(f"{dataset_dir / shard['path']} holds {rows} rows but index.json "
                              f"says {shard['rows']}: the dataset is damaged; rebuild it")
-    return blocks
+        blocks += shard_blocks
+    assert empty is not None, "a split always has at least one shard"
+    return blocks, empty

@@ -1,9 +1,14 @@
 """The on-disk format of a tokenized dataset, shared by the writer (the dataset stage)
-and the reader (`stages.data.loader`). pyarrow only.
+and the reader (`stages.data.loader`). pyarrow (+ numpy) only.
 
     <dataset_dir>/index.json
-    <dataset_dir>/<split>/shard-00000.arrow ...   Arrow IPC files, one column:
+    <dataset_dir>/<split>/shard-00000.arrow ...   Arrow IPC files, fixed-size columns:
         input_ids: fixed_size_list<uint16>[seq_len]   (int32 when vocab_size > 65535)
+    clm:  input_ids only (document boundaries = the eos tokens)
+    mlm:  + token_type_ids fixed_size_list<uint8>[seq_len], num_tokens int32,
+          next_sentence_label int8 (nsp/sop), labels fixed_size_list<dtype>[seq_len]
+          (static masking; pad_id where nothing is predicted)
+    span: input_ids [seq_len] + labels fixed_size_list<dtype>[targets_length]
 
 index.json:
     {"objective": "clm", "seq_len": 128, "vocab_size": 8192, "dtype": "uint16",
@@ -12,6 +17,8 @@ index.json:
                                        "tokens": N * seq_len}, ...],
                           "rows": ..., "tokens": ...},
                 "validation": {...}}}
+mlm and span indexes also hold "special" (token ids), "mlm" / "span" (the objective's
+settings the loader needs: masking policy, lengths, sentinels) and "stats".
 Paths are relative to the dataset directory. A shard file with its final name is always
 complete (it is written under a temporary name and renamed).
 """
@@ -22,6 +29,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 INDEX_FILE = "index.json"
@@ -65,3 +73,16 @@ def read_index(dataset_dir: str | os.PathLike) -> dict:
             f"{path} does not exist: {dataset_dir} is not a finished dataset stage output "
             f"(run the dataset stage first: pretrain run <config> --only dataset)")
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def column_arrays(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
+    """Zero-copy numpy views of a record batch: (rows, width) for fixed-size list columns,
+    (rows,) for scalar columns."""
+    out = {}
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        if isinstance(column.type, pa.FixedSizeListType):
+            flat = column.flatten().to_numpy(zero_copy_only=True)
+            out[name] = flat.reshape(len(column), column.type.list_size)
+        else:
+            out[name] = column.to_numpy(zero_copy_only=True)
+    return out

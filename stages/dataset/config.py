@@ -1,6 +1,8 @@
-"""Config of the dataset stage: how documents become fixed-length training rows.
+"""Config of the dataset stage: how documents become fixed-length training examples.
 
 Only pydantic here: the engine loads this module at startup to validate the YAML.
+One small section per objective (`mlm`, `span`); the stage reads only the one its
+`objective` names.
 """
 
 from typing import Literal
@@ -10,21 +12,77 @@ from pydantic import Field, model_validator
 from stages.section import Section
 
 
-class DatasetConfig(Section):
-    """Tokenize the ingested documents and pack them into rows for one objective."""
+class MlmConfig(Section):
+    """BERT sentence-pair examples and masking (objective mlm)."""
 
-    objective: Literal["clm"] = Field(
+    sentence_task: Literal["nsp", "sop", "none"] = Field(
+        "nsp", description="nsp: B is the true continuation of A 50% of the time, a segment of "
+        "another document otherwise (BERT); sop: A and B are consecutive, swapped 50% (ALBERT); "
+        "none: one segment of consecutive sentences, no pair label (RoBERTa)")
+    short_seq_prob: float = Field(
+        0.1, ge=0, le=1, description="probability that an example's target length is drawn "
+        "uniformly from [2, seq_len - 3] instead of filling seq_len (BERT: 0.1)")
+    mask_prob: float = Field(
+        0.15, gt=0, lt=1, description="share of the maskable (non-special) tokens of each "
+        "example chosen for prediction (rounded, at least one)")
+    mask_token_prob: float = Field(
+        0.8, ge=0, le=1, description="of the chosen tokens: share replaced by [MASK]")
+    random_token_prob: float = Field(
+        0.1, ge=0, le=1, description="of the chosen tokens: share replaced by a random "
+        "non-special token; the rest (1 - mask_token_prob - random_token_prob) stay unchanged")
+    whole_word_masking: bool = Field(
+        False, description="choose whole words (a word's first token and its continuation "
+        "pieces together) instead of single tokens")
+    masking: Literal["static", "dynamic"] = Field(
+        "dynamic", description="static: masks drawn once at build time and stored (BERT, with "
+        "dupe_factor copies); dynamic: the loader draws fresh masks every epoch from (seed, "
+        "epoch, example index) (RoBERTa)")
+    dupe_factor: int = Field(
+        1, ge=1, le=100, description="static masking: build the examples this many times, "
+        "each with other pairings and masks (BERT: 10)")
+
+    @model_validator(mode="after")
+    def _shares_fit(self) -> "MlmConfig":
+        if self.mask_token_prob + self.random_token_prob > 1:
+            raise ValueError(
+                f"mask_token_prob={self.mask_token_prob} + random_token_prob="
+                f"{self.random_token_prob} exceeds 1; lower one of them (BERT: 0.8 and 0.1)")
+        if self.masking == "dynamic" and self.dupe_factor > 1:
+            raise ValueError(
+                f"dupe_factor={self.dupe_factor} only applies to masking: static (dynamic "
+                f"masking already draws new masks every epoch); set dupe_factor: 1 or "
+                f"masking: static")
+        return self
+
+
+class SpanConfig(Section):
+    """T5 span corruption (objective span)."""
+
+    noise_density: float = Field(
+        0.15, gt=0, lt=1, description="share of each chunk's tokens replaced by sentinels (T5: 0.15)")
+    mean_noise_span_length: float = Field(
+        3.0, ge=1, description="average length of a corrupted span (T5: 3)")
+
+
+class DatasetConfig(Section):
+    """Tokenize the ingested documents and pack them into examples for one objective."""
+
+    objective: Literal["clm", "mlm", "span"] = Field(
         "clm", description="clm: causal language modelling; documents joined by the "
         "end-of-text token and cut into rows of seq_len tokens (labels are shifted inside "
-        "the model)")
+        "the model); mlm: BERT sentence pairs [CLS] A [SEP] B [SEP] with masking (section "
+        "mlm); span: T5 span corruption (section span)")
     seq_len: int = Field(
-        128, ge=8, le=1_048_576, description="tokens per row (the model's context length)")
+        128, ge=8, le=1_048_576, description="tokens per row (the model's context length); "
+        "mlm: max_seq_len of a pair; span: encoder input length (512 gives targets of 114)")
     validation_fraction: float = Field(
         0.02, gt=0, lt=1, description="share of documents (not rows) held out for "
         "validation, chosen by a seeded hash of the document id")
     max_tokens: int | None = Field(
         None, ge=1, description="stop once the train split holds this many tokens (rounded up "
         "to whole rows, spread evenly over the ingest shards); unset = the whole corpus")
+    mlm: MlmConfig = Field(default_factory=MlmConfig)
+    span: SpanConfig = Field(default_factory=SpanConfig)
 
     @model_validator(mode="after")
     def _max_tokens_fills_a_row(self) -> "DatasetConfig":

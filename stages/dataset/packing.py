@@ -1,14 +1,18 @@
-"""One task per ingest shard: tokenize its documents and pack them into CLM rows.
+"""One task per ingest shard: tokenize its documents and turn them into examples of the
+objective (objectives.py).
 
-Each document goes wholly to train or to validation (a seeded hash of its id), is
-encoded, and is followed by the end-of-text token; each split's stream is cut into rows
-of seq_len tokens. Streams do not cross ingest shards, so shards pack independently and
-in parallel; each drops its last unfinished row (< seq_len tokens per split and shard).
+Each document goes wholly to train or to validation (a seeded hash of its id) and is
+encoded: as one token stream (clm, span) or sentence by sentence (mlm; the ingest
+`sentences` column when present, else the text split after . ! ? and a space). Streams
+do not cross ingest shards, so shards build independently and in parallel; randomness
+(pairing, masks, spans) comes from a generator seeded by (seed, shard, split), so the
+bytes depend only on the config and the inputs.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,11 +21,12 @@ import pyarrow.parquet as pq
 from tokenizers import Tokenizer
 
 from stages.data.hashing import unit_hash
-from stages.data.packed import count_rows, shard_path
-from stages.dataset.rows import RowWriter
+from stages.data.packed import SPLITS, count_rows, shard_path
+from stages.dataset.objectives import ObjectiveSpec, build_writer
 
 _DOCUMENTS_PER_BATCH = 512
 _SPLIT_SALT = "validation-split"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 @dataclass(frozen=True)
@@ -30,9 +35,7 @@ class PackJob:
     shard_index: int
     tokenizer_file: Path
     output_dir: Path
-    seq_len: int
-    dtype: str
-    eos_id: int
+    spec: ObjectiveSpec
     validation_fraction: float
     seed: int
     max_train_rows: int | None
@@ -50,6 +53,11 @@ def is_validation(document_id: str, seed: int, validation_fraction: float) -> bo
     return unit_hash(document_id, seed, _SPLIT_SALT) < validation_fraction
 
 
+def split_sentences(text: str) -> list[str]:
+    """Fallback when the ingest shards have no `sentences` column."""
+    return [s for s in _SENTENCE_END.split(text) if s.strip()]
+
+
 def pack_shard(job: PackJob) -> PackedShard:
     train_path = job.output_dir / shard_path("train", job.shard_index)
     validation_path = job.output_dir / shard_path("validation", job.shard_index)
@@ -60,30 +68,49 @@ def pack_shard(job: PackJob) -> PackedShard:
     tokenizer = Tokenizer.from_file(str(job.tokenizer_file))
     tokenizer.encode_special_tokens = True  # "<|endoftext|>" written in a text is just text
     writers = {
-        "train": RowWriter(str(train_path), job.seq_len, job.dtype, job.max_train_rows),
-        "validation": RowWriter(str(validation_path), job.seq_len, job.dtype),
+        split: build_writer(job.spec, str(job.output_dir / shard_path(split, job.shard_index)),
+                            job.max_train_rows if split == "train" else None,
+                            np.random.default_rng([job.seed, job.shard_index, i]))
+        for i, split in enumerate(SPLITS)
     }
+    source = pq.ParquetFile(job.ingest_shard)
+    columns = ["id", "text"]
+    if job.spec.needs_sentences and "sentences" in source.schema_arrow.names:
+        columns = ["id", "sentences"]
     tokens_encoded = 0
-    batches = pq.ParquetFile(job.ingest_shard).iter_batches(_DOCUMENTS_PER_BATCH,
-                                                             columns=["id", "text"])
-    for batch in batches:
+    for batch in source.iter_batches(_DOCUMENTS_PER_BATCH, columns=columns):
         if writers["train"].full:
             break
-        encodings = tokenizer.encode_batch_fast(batch.column("text").to_pylist(),
-                                                add_special_tokens=False)
-        streams: dict[str, list[int]] = {"train": [], "validation": []}
-        for doc_id, encoding in zip(batch.column("id").to_pylist(), encodings, strict=True):
+        documents = _encode(tokenizer, batch, job.spec.needs_sentences)
+        by_split: dict[str, list] = {split: [] for split in SPLITS}
+        for doc_id, document in zip(batch.column("id").to_pylist(), documents, strict=True):
             validation = is_validation(doc_id, job.seed, job.validation_fraction)
-            stream = streams["validation" if validation else "train"]
-            stream += encoding.ids
-            stream.append(job.eos_id)
-        for split, tokens in streams.items():
-            tokens_encoded += len(tokens)
-            if tokens:
-                writers[split].add(np.array(tokens, dtype=np.int64))
+            by_split["validation" if validation else "train"].append(document)
+        for split, split_documents in by_split.items():
+            tokens_encoded += writers[split].add(split_documents)
     validation_rows = writers["validation"].commit()
     train_rows = writers["train"].commit()
     return PackedShard(train_rows, validation_rows, tokens_encoded, resumed=False)
+
+
+def _encode(tokenizer: Tokenizer, batch, by_sentence: bool) -> list:
+    """clm/span: one id list per document; mlm: per document, one id array per sentence."""
+    if not by_sentence:
+        encodings = tokenizer.encode_batch_fast(batch.column("text").to_pylist(),
+                                                add_special_tokens=False)
+        return [encoding.ids for encoding in encodings]
+    if "sentences" in batch.schema.names:
+        documents = batch.column("sentences").to_pylist()
+    else:
+        documents = [split_sentences(text) for text in batch.column("text").to_pylist()]
+    flat = [sentence for sentences in documents for sentence in sentences]
+    encodings = tokenizer.encode_batch_fast(flat, add_special_tokens=False)
+    encoded, start = [], 0
+    for sentences in documents:
+        encoded.append([np.array(e.ids, dtype=np.int64)
+                        for e in encodings[start:start + len(sentences)] if e.ids])
+        start += len(sentences)
+    return encoded
 
 
 def remove_partial_files(output_dir: Path) -> None:

@@ -136,7 +136,7 @@ def test_config_errors_say_what_to_do():
     with pytest.raises(ValidationError):
         DatasetConfig(validation_fraction=0)
     with pytest.raises(ValidationError):
-        DatasetConfig(objective="mlm")
+        DatasetConfig(objective="rnn")
 
 
 def test_the_split_is_a_fixed_function_of_id_and_seed():

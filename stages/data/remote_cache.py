@@ -1,0 +1,62 @@
+"""A dataset on an fsspec URL (s3://, gs://, memory://, file://...) -> a local copy to
+memory-map. Local paths are used as they are.
+
+The copy lives in `<cache_dir>/<hash of the URL>/`, default
+$PRETRAIN_DATA_CACHE or ~/.cache/pretrain-pipeline/datasets. index.json is fetched every
+time (it is small, and it is how a rebuilt dataset is noticed); a shard is fetched only
+when the cached file is missing or its size differs from the remote one. Files are
+written under a temporary name and renamed, so ranks sharing a node and a cache may
+fetch at the same time: the last rename wins and every rename holds complete bytes.
+Only the requested split's shards are fetched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from pathlib import Path
+
+from stages.data.packed import INDEX_FILE
+
+
+def is_url(path: str | os.PathLike) -> bool:
+    return "://" in str(path)
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("PRETRAIN_DATA_CACHE",
+                               Path.home() / ".cache" / "pretrain-pipeline" / "datasets"))
+
+
+def local_dataset_dir(dataset_dir: str | os.PathLike, split: str,
+                      cache_dir: str | os.PathLike | None = None) -> Path:
+    if not is_url(dataset_dir):
+        return Path(dataset_dir)
+    import fsspec
+
+    url = str(dataset_dir).rstrip("/")
+    fs, root = fsspec.core.url_to_fs(url)
+    local = Path(cache_dir or default_cache_dir()) / hashlib.sha256(url.encode()).hexdigest()[:16]
+    local.mkdir(parents=True, exist_ok=True)
+    index_path = f"{root}/{INDEX_FILE}"
+    if not fs.exists(index_path):
+        raise FileNotFoundError(
+            f"{url}/{INDEX_FILE} does not exist: {url} is not a finished dataset stage output "
+            f"(run the dataset stage first: pretrain run <config> --only dataset)")
+    _fetch(fs, index_path, local / INDEX_FILE, check_size=False)
+    index = json.loads((local / INDEX_FILE).read_text(encoding="utf-8"))
+    for shard in index["splits"].get(split, {}).get("shards", []):
+        target = local / shard["path"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _fetch(fs, f"{root}/{shard['path']}", target, check_size=True)
+    return local
+
+
+def _fetch(fs, remote: str, target: Path, check_size: bool) -> None:
+    if check_size and target.is_file() and target.stat().st_size == fs.size(remote):
+        return
+    partial = target.with_name(f"{target.name}.{uuid.uuid4().hex}.partial")
+    fs.get_file(remote, str(partial))
+    os.replace(partial, target)

@@ -1,0 +1,326 @@
+"""mlm and span datasets end to end as plain function calls, on a synthetic corpus with
+tokenizers made here (WordPiece with BERT's special tokens, Unigram with T5's)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+from pipeline.context import StageContext
+from stages.data.loader import ExampleLoader
+from stages.data.masking import IGNORE_INDEX
+from stages.data.span_corruption import random_spans_helper, reconstruct
+from stages.dataset.config import DatasetConfig
+from stages.dataset.run import run as run_dataset
+
+WORDS = ("time light river stone garden window morning silver quiet number letter "
+         "mountain forest winter summer village castle bridge ocean thunder whisper "
+         "remarkable extraordinary understanding nevertheless").split()
+
+
+def make_corpus(root: Path, num_shards: int = 2, docs_per_shard: int = 120,
+                with_sentences: bool = False) -> Path:
+    rng = np.random.default_rng(0)
+    ingest = root / "ingest"
+    (ingest / "documents").mkdir(parents=True)
+    for shard in range(num_shards):
+        rows = []
+        for d in range(docs_per_shard):
+            sentences = [" ".join(rng.choice(WORDS, rng.integers(4, 14))).capitalize() + "."
+                         for _ in range(rng.integers(1, 12))]
+            rows.append({"id": f"s{shard}:{d}", "text": " ".join(sentences),
+                         **({"sentences": sentences} if with_sentences else {})})
+        pq.write_table(pa.Table.from_pylist(rows),
+                       ingest / "documents" / f"part-{shard:05d}.parquet")
+    return ingest
+
+
+def make_tokenizer(root: Path, kind: str, ingest: Path) -> Path:
+    texts = [t for p in sorted((ingest / "documents").glob("*.parquet"))
+             for t in pq.read_table(p, columns=["text"]).column("text").to_pylist()]
+    if kind == "wordpiece":
+        special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        trainer = trainers.WordPieceTrainer(vocab_size=120, special_tokens=special)
+        roles = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]",
+                 "sep_token": "[SEP]", "mask_token": "[MASK]"}
+    else:
+        special = ["<pad>", "</s>", "<unk>"] + [f"<extra_id_{i}>" for i in range(100)]
+        tokenizer = Tokenizer(models.Unigram())
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+        trainer = trainers.UnigramTrainer(vocab_size=200, special_tokens=special,
+                                          unk_token="<unk>")
+        roles = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    out = root / f"tokenizer-{kind}"
+    out.mkdir()
+    tokenizer.save(str(out / "tokenizer.json"))
+    (out / "special_tokens_map.json").write_text(json.dumps(roles))
+    return out
+
+
+def build(ingest: Path, tokenizer: Path, output_dir: Path, seed: int = 0, **options) -> dict:
+    config = DatasetConfig(**{"validation_fraction": 0.1, **options})
+    ctx = StageContext(name="dataset", config=config, output_dir=output_dir,
+                       inputs={"ingest": ingest, "tokenizer": tokenizer},
+                       experiment=SimpleNamespace(seed=seed, data_dir="unused"))
+    return run_dataset(ctx)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("objectives")
+    ingest = make_corpus(root)
+    return {"root": root, "ingest": ingest, "wordpiece": make_tokenizer(root, "wordpiece", ingest),
+            "unigram": make_tokenizer(root, "unigram", ingest)}
+
+
+def read_split(output_dir: Path, split: str = "train") -> dict[str, np.ndarray]:
+    index = json.loads((output_dir / "index.json").read_text())
+    tables = [pa.ipc.open_file(pa.memory_map(str(output_dir / s["path"]))).read_all()
+              for s in index["splits"][split]["shards"]]
+    table = pa.concat_tables(tables)
+    out = {}
+    for name in table.column_names:
+        column = table.column(name).combine_chunks()
+        out[name] = (np.asarray(column.flatten()).reshape(len(column), -1)
+                     if isinstance(column.type, pa.FixedSizeListType) else np.asarray(column))
+    return out
+
+
+def ids_of(tokenizer_dir: Path) -> Tokenizer:
+    return Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+
+
+# ---- mlm -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def static_nsp(corpus) -> tuple[Path, dict]:
+    out = corpus["root"] / "mlm-static"
+    return out, build(corpus["ingest"], corpus["wordpiece"], out, objective="mlm", seq_len=64,
+                      mlm={"masking": "static", "dupe_factor": 3})
+
+
+def test_mlm_pairs_have_bert_layout_and_balanced_nsp(corpus, static_nsp):
+    out, metrics = static_nsp
+    tok = ids_of(corpus["wordpiece"])
+    cls, sep, pad = (tok.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]"))
+    rows = read_split(out)
+    index = json.loads((out / "index.json").read_text())
+    assert index["objective"] == "mlm" and index["dtype"] == "uint16"
+    assert rows["input_ids"].dtype == np.uint16 and rows["token_type_ids"].dtype == np.uint8
+    labels = rows["labels"]
+    original = np.where(labels != pad, labels, rows["input_ids"])
+    lengths = rows["num_tokens"]
+    short = 0
+    for ids, types, n in zip(original, rows["token_type_ids"], lengths, strict=True):
+        assert ids[0] == cls and ids[n - 1] == sep and (ids[n:] == pad).all()
+        seps = np.flatnonzero(ids[:n] == sep)
+        assert len(seps) == 2  # [CLS] A [SEP] B [SEP]
+        assert (types[:seps[0] + 1] == 0).all() and (types[seps[0] + 1:n] == 1).all()
+        assert (types[n:] == 0).all()
+        short += n < 40
+    assert 0.03 < short / len(lengths) < 0.5  # short_seq_prob plus documents' own ends
+    balance = rows["next_sentence_label"].mean()
+    assert 0.45 < balance < 0.55, balance
+    assert metrics["train_pair_label_1_fraction"] == pytest.approx(balance, abs=1e-4)
+    assert 0 < metrics["train_padding_fraction"] < 0.5
+
+
+def test_static_masking_is_15_percent_80_10_10_never_special(corpus, static_nsp):
+    out, metrics = static_nsp
+    tok = ids_of(corpus["wordpiece"])
+    special = {tok.token_to_id(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")}
+    mask_id, pad = tok.token_to_id("[MASK]"), tok.token_to_id("[PAD]")
+    rows = read_split(out)
+    chosen = rows["labels"] != pad
+    original = np.where(chosen, rows["labels"], rows["input_ids"])
+    maskable = ~np.isin(original, list(special))
+    assert not (chosen & ~maskable).any()  # never a special token
+    assert chosen.sum() / maskable.sum() == pytest.approx(0.15, abs=0.01)
+    assert metrics["train_masked_fraction"] == pytest.approx(0.15, abs=0.01)
+    got = rows["input_ids"][chosen]
+    target = original[chosen]
+    as_mask = (got == mask_id).mean()
+    unchanged = (got == target).mean()
+    assert as_mask == pytest.approx(0.8, abs=0.03)
+    assert unchanged == pytest.approx(0.1, abs=0.03)
+    assert 1 - as_mask - unchanged == pytest.approx(0.1, abs=0.03)  # random (rarely = itself)
+    assert not np.isin(got[got != mask_id], list(special)).any()
+
+
+def test_sop_swaps_half_and_none_has_one_segment(corpus, tmp_path):
+    tok = ids_of(corpus["wordpiece"])
+    sep = tok.token_to_id("[SEP]")
+    metrics = build(corpus["ingest"], corpus["wordpiece"], tmp_path / "sop", objective="mlm",
+                    seq_len=64, mlm={"sentence_task": "sop"})
+    rows = read_split(tmp_path / "sop")
+    assert 0.42 < rows["next_sentence_label"].mean() < 0.58
+    assert "train_masked_fraction" not in metrics  # dynamic: masks are drawn by the loader
+    build(corpus["ingest"], corpus["wordpiece"], tmp_path / "none", objective="mlm",
+          seq_len=64, mlm={"sentence_task": "none"})
+    rows = read_split(tmp_path / "none")
+    assert "next_sentence_label" not in rows and "labels" not in rows
+    assert ((rows["input_ids"] == sep).sum(axis=1) == 1).all()
+    assert (rows["token_type_ids"] == 0).all()
+
+
+def test_dynamic_masking_is_fresh_per_epoch_and_a_function_of_the_example(corpus, tmp_path):
+    out = tmp_path / "dynamic"
+    build(corpus["ingest"], corpus["wordpiece"], out, objective="mlm", seq_len=64,
+          mlm={"whole_word_masking": True})
+    tok = ids_of(corpus["wordpiece"])
+    loader = ExampleLoader(out, "train", 8, seed=3, shuffle=False)
+    epoch0 = next(loader)
+    assert set(epoch0) == {"input_ids", "token_type_ids", "attention_mask", "labels",
+                           "next_sentence_label"}
+    assert (epoch0["attention_mask"].sum(1) > 0).all()
+    chosen = epoch0["labels"] != IGNORE_INDEX
+    assert 0.1 < chosen.sum() / (epoch0["attention_mask"].sum() - 3 * 8) < 0.2
+    # whole words: a chosen continuation piece ('##...') has the piece before it chosen,
+    # unless that is [CLS]/[SEP] (a segment trimmed at its front may start mid-word)
+    vocab = {i: t for t, i in tok.get_vocab().items()}
+    boundaries = {tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")}
+    for ids, row_labels, row_chosen in zip(epoch0["input_ids"], epoch0["labels"], chosen,
+                                           strict=True):
+        for position in torch.nonzero(row_chosen).flatten().tolist():
+            if vocab[int(row_labels[position])].startswith("##"):
+                assert row_chosen[position - 1] or int(ids[position - 1]) in boundaries
+    loader.load_state_dict({"epoch": 1, "samples_consumed": 0, "seed": 3})
+    epoch1 = next(loader)
+    assert not torch.equal(epoch1["labels"], epoch0["labels"])
+    again = ExampleLoader(out, "train", 8, seed=3, shuffle=False)
+    first = next(again)
+    assert all(torch.equal(first[k], epoch0[k]) for k in epoch0)
+
+
+# ---- span ------------------------------------------------------------------------------
+
+def test_t5_length_arithmetic():
+    assert random_spans_helper(512) == (568, 114)
+    assert DatasetConfig(objective="span", seq_len=512).span.noise_density == 0.15
+
+
+def test_span_corruption_round_trip(corpus, tmp_path):
+    out = tmp_path / "span"
+    metrics = build(corpus["ingest"], corpus["unigram"], out, objective="span", seq_len=64)
+    tok = ids_of(corpus["unigram"])
+    eos = tok.token_to_id("</s>")
+    sentinels = np.array([tok.token_to_id(f"<extra_id_{i}>") for i in range(100)])
+    raw_length, targets_length = random_spans_helper(64)
+    index = json.loads((out / "index.json").read_text())
+    assert index["span"]["targets_length"] == targets_length
+    rows = read_split(out)
+    assert rows["input_ids"].shape[1] == 64 and rows["labels"].shape[1] == targets_length
+    # the documents of shard 0's train split, joined by </s>, are the chunks in order
+    stream = []
+    for row in pq.read_table(corpus["ingest"] / "documents/part-00000.parquet").to_pylist():
+        from stages.dataset.packing import is_validation
+        if not is_validation(row["id"], 0, 0.1):
+            stream += tok.encode(row["text"], add_special_tokens=False).ids + [eos]
+    shard0 = index["splits"]["train"]["shards"][0]["rows"]
+    for i in range(shard0):
+        inputs, targets = rows["input_ids"][i], rows["labels"][i]
+        assert inputs[-1] == eos and targets[-1] == eos
+        used = sentinels[np.isin(sentinels, inputs)]
+        assert (used == sentinels[:len(used)]).all()  # numbered in order from <extra_id_0>
+        original = reconstruct(inputs.astype(np.int64), targets.astype(np.int64), sentinels, eos)
+        assert original.tolist() == stream[i * raw_length:(i + 1) * raw_length]
+    assert metrics["train_mean_span_length"] == pytest.approx(3, abs=0.5)
+    loader = ExampleLoader(out, "train", 4, seed=0)
+    batch = next(loader)
+    assert (batch["decoder_input_ids"][:, 1:] == batch["labels"][:, :-1]).all()
+    assert (batch["decoder_input_ids"][:, 0] == tok.token_to_id("<pad>")).all()
+
+
+# ---- determinism, resume, fsspec -------------------------------------------------------
+
+def test_same_inputs_give_the_same_bytes_and_interrupted_builds_resume(corpus, static_nsp,
+                                                                       tmp_path):
+    out, _ = static_nsp
+    again = tmp_path / "again"
+    build(corpus["ingest"], corpus["wordpiece"], again, objective="mlm", seq_len=64,
+          mlm={"masking": "static", "dupe_factor": 3})
+    files = sorted(p.relative_to(out) for p in out.rglob("*.arrow")) + [Path("index.json")]
+    assert all((again / f).read_bytes() == (out / f).read_bytes() for f in files)
+    (again / "index.json").unlink()
+    (again / "train/shard-00001.arrow").unlink()
+    metrics = build(corpus["ingest"], corpus["wordpiece"], again, objective="mlm", seq_len=64,
+                    mlm={"masking": "static", "dupe_factor": 3})
+    assert metrics["resumed_shards"] == 1
+    assert all((again / f).read_bytes() == (out / f).read_bytes() for f in files)
+
+
+def batches_as_rows(batches: list[dict]) -> list[tuple]:
+    return [tuple(b[k][i].tolist().__repr__() for k in sorted(b))
+            for b in batches for i in range(len(b["input_ids"]))]
+
+
+@pytest.mark.parametrize("new_world_size", [1, 4])
+def test_dynamic_mlm_resumes_exactly_on_another_world_size(corpus, tmp_path, new_world_size):
+    out = tmp_path / "resume"
+    build(corpus["ingest"], corpus["wordpiece"], out, objective="mlm", seq_len=64)
+    batch_size = 4
+
+    def loaders(world_size):
+        return [ExampleLoader(out, "train", batch_size, r, world_size, seed=5)
+                for r in range(world_size)]
+
+    whole = ExampleLoader(out, "train", 1, seed=5)
+    reference = batches_as_rows([next(whole) for _ in range(len(whole))])
+    before = loaders(2)
+    seen = batches_as_rows([next(l) for _ in range(3) for l in before])
+    after = loaders(new_world_size)
+    for loader in after:
+        loader.load_state_dict(before[0].state_dict())
+    while after[0].samples_consumed + new_world_size * batch_size <= after[0].num_rows:
+        seen += batches_as_rows([next(l) for l in after])
+    assert seen == reference[:len(seen)] and len(reference) - len(seen) < 4 * new_world_size
+
+
+def test_loader_reads_a_remote_dataset_through_a_local_cache(static_nsp, tmp_path):
+    out, _ = static_nsp
+    url = f"file://{out}"
+    remote = ExampleLoader(url, "train", 8, seed=1, cache_dir=tmp_path / "cache")
+    local = ExampleLoader(out, "train", 8, seed=1)
+    for _ in range(3):
+        a, b = next(remote), next(local)
+        assert all(torch.equal(a[k], b[k]) for k in b)
+    cached = list((tmp_path / "cache").rglob("*.arrow"))
+    assert cached and not list((tmp_path / "cache").rglob("validation/*.arrow"))
+    mtimes = [p.stat().st_mtime_ns for p in cached]
+    ExampleLoader(url, "train", 8, seed=1, cache_dir=tmp_path / "cache")  # reuses the copy
+    assert [p.stat().st_mtime_ns for p in cached] == mtimes
+
+    import fsspec
+    memory = fsspec.filesystem("memory")
+    for path in [out / "index.json"] + sorted(out.rglob("*.arrow")):
+        memory.pipe(f"/ds/{path.relative_to(out)}", path.read_bytes())
+    from_memory = ExampleLoader("memory://ds", "validation", 2, seed=1,
+                                cache_dir=tmp_path / "cache2")
+    assert from_memory.num_rows == ExampleLoader(out, "validation", 2).num_rows
+
+
+def test_sentences_column_is_used_when_present(tmp_path, corpus):
+    ingest = make_corpus(tmp_path, num_shards=1, docs_per_shard=60, with_sentences=True)
+    metrics = build(ingest, corpus["wordpiece"], tmp_path / "out", objective="mlm", seq_len=32)
+    assert metrics["train_rows"] > 0
+
+
+def test_objective_needs_its_special_tokens(corpus, tmp_path):
+    with pytest.raises(ValueError, match="tokenizer.kind: wordpiece"):
+        build(corpus["ingest"], corpus["unigram"], tmp_path / "x", objective="mlm", seq_len=32)
+    shutil.rmtree(tmp_path / "x", ignore_errors=True)
+    with pytest.raises(ValueError, match="dupe_factor"):
+        DatasetConfig(objective="mlm", mlm={"dupe_factor": 2})
