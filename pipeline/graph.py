@@ -39,9 +39,11 @@ class StageSpec:
 
 
 STAGES: tuple[StageSpec, ...] = (
-    StageSpec(name="ingest", entry="stages.ingest.run:run", experiment_keys=("data_dir",),
+    # ingest v2: sentences column, filters, near-dedup. tokenizer v2: wordpiece, unigram.
+    StageSpec(name="ingest", entry="stages.ingest.run:run", code_version="2",
+              experiment_keys=("data_dir",),
               summary_metrics=("documents_out", "bytes_out", "dropped_duplicate")),
-    StageSpec(name="tokenizer", entry="stages.tokenizer.run:run", inputs=("ingest",),
+    StageSpec(name="tokenizer", entry="stages.tokenizer.run:run", inputs=("ingest",), code_version="2",
               experiment_keys=("seed",), summary_metrics=("vocab_size", "fertility")),
     # dataset v2: mlm and span objectives, per-split stats in index.json.
     StageSpec(name="dataset", entry="stages.dataset.run:run", inputs=("ingest", "tokenizer"),

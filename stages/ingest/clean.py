@@ -28,12 +28,18 @@ _REMOVED_RE = re.compile(f"[{re.escape(_REMOVED)}]")
 REPLACEMENT_CHARACTER = "\ufffd"
 
 
-def decode_line(raw: bytes) -> tuple[str, int]:
-    """UTF-8 bytes of one line -> (text without the line ending, invalid bytes replaced)."""
+def decode_line(raw: bytes, keep_invalid: bool = False) -> tuple[str, int]:
+    """UTF-8 bytes of one line -> (text without the line ending, invalid bytes replaced).
+
+    `keep_invalid` keeps each invalid byte as a lone surrogate (U+DC80-U+DCFF) instead of
+    U+FFFD, so that a filter can drop the documents that hold any."""
     try:
         text = raw.decode("utf-8")
         replaced = 0
     except UnicodeDecodeError:
+        if keep_invalid:
+            text = raw.decode("utf-8", errors="surrogateescape")
+            return text.rstrip("\r\n"), sum(1 for c in text if "\udc80" <= c <= "\udcff")
         text = raw.decode("utf-8", errors="replace")
         # Every U+FFFD not already encoded in the input stands for invalid bytes.
         replaced = text.count(REPLACEMENT_CHARACTER) - raw.count(REPLACEMENT_CHARACTER.encode())

@@ -52,9 +52,55 @@ class IngestConfig(Section):
     min_chars: int = Field(
         20, ge=0, description="drop documents with fewer characters after cleaning (chapter "
         "headings, page numbers); 20 drops ~0.3% of Gutenberg text, 200 drops ~14%")
-    dedup: Literal["exact", "none"] = Field(
+    max_chars: int | None = Field(
+        None, ge=1, description="drop documents with more characters after cleaning; null: "
+        "no limit")
+    min_words: int = Field(0, ge=0, description="drop documents with fewer whitespace-separated "
+                           "words (Gopher: 50)")
+    max_non_letter_fraction: float | None = Field(
+        None, ge=0, le=1, description="drop documents where more than this fraction of the "
+        "non-space characters are not letters (tables, numbers, markup); null: off")
+    max_duplicate_line_fraction: float | None = Field(
+        None, ge=0, le=1, description="drop documents where more than this fraction of the "
+        "lines repeat an earlier line of the same document (Gopher: 0.3); null: off")
+    max_mean_word_length: float | None = Field(
+        None, gt=0, description="drop documents whose mean word length exceeds this "
+        "(Gopher: 10; catches base64 and URL dumps); null: off")
+    strip_gutenberg: bool = Field(
+        False, description="cut each text file to what lies between Project Gutenberg's "
+        "'*** START OF THE/THIS PROJECT GUTENBERG EBOOK ... ***' and '*** END OF ...' lines "
+        "(the licence header and footer); files without the markers are kept whole")
+    invalid_utf8: Literal["replace", "skip", "fail"] = Field(
+        "replace", description="bytes that are not UTF-8: replace (with U+FFFD, counted), "
+        "skip (drop the documents that hold any, counted) or fail (error naming file:line)")
+    on_error: Literal["fail", "skip"] = Field(
+        "fail", description="a malformed record (bad JSON line, missing text field) or an "
+        "unreadable file (truncated .gz): fail = stop with an error naming file and line; "
+        "skip = skip that record (or the whole file) and count it in the stats")
+    dedup: Literal["exact", "near", "none"] = Field(
         "exact", description="exact: drop a document whose cleaned text equals an earlier "
-        "one anywhere in the corpus (licence boilerplate repeated across books); none: keep all")
+        "one anywhere in the corpus (licence boilerplate repeated across books); near: also "
+        "drop near-duplicates of an earlier document (MinHash + LSH, see minhash_*); none")
+    minhash_ngram: int = Field(5, ge=1, description="near dedup: words per shingle")
+    minhash_permutations: int = Field(128, ge=8, le=1024,
+                                      description="near dedup: MinHash signature length")
+    minhash_bands: int = Field(
+        16, ge=1, description="near dedup: LSH bands (permutations / bands rows each); more "
+        "bands find more candidates at lower similarity")
+    minhash_threshold: float = Field(
+        0.8, gt=0, le=1, description="near dedup: estimated Jaccard similarity of word "
+        "shingles at or above which a candidate counts as a duplicate")
+    @model_validator(mode="after")
+    def _consistent(self) -> "IngestConfig":
+        if self.minhash_permutations % self.minhash_bands:
+            raise ValueError(
+                f"minhash_permutations ({self.minhash_permutations}) must be a multiple of "
+                f"minhash_bands ({self.minhash_bands}); e.g. 128 permutations and 16 bands")
+        if self.max_chars is not None and self.max_chars < self.min_chars:
+            raise ValueError(f"max_chars ({self.max_chars}) is below min_chars "
+                             f"({self.min_chars}); raise max_chars or lower min_chars")
+        return self
+
     num_shards: int = Field(
         4, ge=1, le=100_000, description="Parquet output shards (contiguous ranges of "
         "documents, balanced by bytes); downstream stages work on them in parallel")

@@ -5,6 +5,8 @@ Output (read by the tokenizer and dataset stages):
     output_dir/documents/part-00000.parquet ... part-{num_shards-1:05d}.parquet
         id           string  "<source>:<source_line>", stable and unique
         text         string  cleaned document text (UTF-8, normalized, no control chars)
+        sentences    list<string>  the text's sentences (stages/ingest/sentences.py); joined
+                             with single spaces they give `text` back, up to whitespace
         source       string  the file it came from: relative to data_dir when the config
                              path was relative, otherwise the absolute path or URL
         source_line  int64   1-based line of the file where the document starts
@@ -25,11 +27,13 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from stages.data.parallel import map_tasks
 from stages.ingest.config import IngestConfig
-from stages.ingest.sharding import keep_masks, plan_shards, write_shard
+from stages.ingest.sharding import keep_masks, near_duplicate_masks, plan_shards, write_shard
 from stages.ingest.sources import resolve_sources
-from stages.ingest.staging import CleanJob, clean_file
+from stages.ingest.staging import CleanedFile, CleanJob, clean_file
 
 if TYPE_CHECKING:
     from pipeline.context import StageContext
@@ -46,28 +50,66 @@ def run(ctx: StageContext) -> dict:
         shutil.rmtree(stale, ignore_errors=True)
         stale.mkdir(parents=True)
 
-    jobs = [CleanJob(file, str(staging_dir / f"file-{i:06d}.parquet"), config.normalization,
-                     config.unwrap_lines, config.min_chars) for i, file in enumerate(files)]
+    jobs = [CleanJob(file, str(staging_dir / f"file-{i:06d}.parquet"), config)
+            for i, file in enumerate(files)]
     cleaned = map_tasks(clean_file, jobs, desc="ingest: clean files")
 
-    masks = keep_masks(cleaned, dedup=config.dedup == "exact")
+    exact = keep_masks(cleaned, dedup=config.dedup != "none")
+    masks = exact
+    if config.dedup == "near":
+        masks = near_duplicate_masks(cleaned, exact, config.minhash_bands,
+                                     config.minhash_threshold)
     shard_jobs = plan_shards(cleaned, masks, config.num_shards, str(documents_dir))
     rows = map_tasks(write_shard, shard_jobs, desc="ingest: write shards")
     shutil.rmtree(staging_dir)
 
     kept = sum(int(m.sum()) for m in masks)
     assert sum(rows) == kept, f"shards hold {sum(rows)} documents, expected {kept}"
-    metrics = {
-        "num_files": len(files),
-        "documents_in": sum(f.documents_in for f in cleaned),
-        "documents_out": kept,
-        "bytes_in": sum(f.bytes_in for f in cleaned),
-        "bytes_out": sum(int(f.text_bytes[m].sum()) for f, m in zip(cleaned, masks, strict=True)),
-        "dropped_short": sum(f.dropped_short for f in cleaned),
-        "dropped_duplicate": sum(f.num_documents for f in cleaned) - kept,
-        "invalid_utf8_replaced": sum(f.invalid_utf8_replaced for f in cleaned),
-        "num_shards": len(shard_jobs),
-    }
+    metrics = ingest_metrics(cleaned, exact, masks)
+    metrics.update(num_files=len(files), num_shards=len(shard_jobs))
     ctx.metrics_log.log({"stage": "ingest", **metrics})
     return metrics
 
+
+
+def ingest_metrics(cleaned: list[CleanedFile], exact: list[np.ndarray],
+                   masks: list[np.ndarray]) -> dict:
+    """Totals, per filter (documents and bytes removed), per source, and a histogram of
+    kept document sizes (UTF-8 bytes, power-of-two bins: "<=64", "<=128", ...)."""
+    totals = {"documents_in": 0, "documents_out": 0, "bytes_in": 0, "bytes_out": 0}
+    per_source: dict[str, dict[str, int]] = {}
+    filters: dict[str, dict[str, int]] = {}
+    histogram: dict[int, int] = {}
+    for f, exact_mask, mask in zip(cleaned, exact, masks, strict=True):
+        kept_sizes = f.text_bytes[mask]
+        numbers = {"documents_in": f.documents_in, "documents_out": int(mask.sum()),
+                   "bytes_in": f.bytes_in, "bytes_out": int(kept_sizes.sum())}
+        source = per_source.setdefault(f.source_key, dict.fromkeys(numbers, 0))
+        for key, value in numbers.items():
+            source[key] += value
+            totals[key] += value
+        for name, (documents, num_bytes) in f.removed.items():
+            entry = filters.setdefault(name, {"documents": 0, "bytes": 0})
+            entry["documents"] += documents
+            entry["bytes"] += num_bytes
+        for name, removed in (("exact_duplicate", ~exact_mask), ("near_duplicate", exact_mask & ~mask)):
+            entry = filters.setdefault(name, {"documents": 0, "bytes": 0})
+            entry["documents"] += int(removed.sum())
+            entry["bytes"] += int(f.text_bytes[removed].sum())
+        bins = np.maximum(6, np.ceil(np.log2(np.maximum(kept_sizes, 1))).astype(int))
+        for power, count in zip(*np.unique(bins, return_counts=True), strict=True):
+            histogram[int(power)] = histogram.get(int(power), 0) + int(count)
+    duplicates = filters["exact_duplicate"]["documents"] + filters["near_duplicate"]["documents"]
+    return {
+        **totals,
+        "dropped_short": filters.get("min_chars", {}).get("documents", 0),
+        "dropped_duplicate": duplicates,
+        "duplicate_rate": round(duplicates / max(duplicates + totals["documents_out"], 1), 6),
+        "invalid_utf8_replaced": sum(f.invalid_utf8_replaced for f in cleaned),
+        "skipped_records": sum(f.skipped_records for f in cleaned),
+        "skipped_files": sum(f.skipped_files for f in cleaned),
+        "gutenberg_lines_stripped": sum(f.gutenberg_lines_stripped for f in cleaned),
+        "filters": filters,
+        "sources": per_source,
+        "length_histogram_bytes": {f"<={2 ** p}": histogram[p] for p in sorted(histogram)},
+    }

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from stages.ingest.minhash import band_keys
 from stages.ingest.staging import DIGEST_BYTES, DOCUMENT_SCHEMA, CleanedFile
 
 ROW_GROUP_ROWS = 8192  # documents per Parquet row group: readers stream one group at a time
@@ -46,6 +47,33 @@ def keep_masks(files: list[CleanedFile], dedup: bool) -> list[np.ndarray]:
                 mask[i] = True
         masks.append(mask)
     return masks
+
+
+def near_duplicate_masks(files: list[CleanedFile], masks: list[np.ndarray], num_bands: int,
+                         threshold: float) -> list[np.ndarray]:
+    """Narrow `masks` to drop near-duplicates: in corpus order, a document is dropped when
+    one of its LSH bands equals a band of an earlier kept document whose signature agrees
+    with its own on at least `threshold` of the permutations. The driver holds one
+    (file, row) per distinct band key; signatures stay in memory-mapped staging files."""
+    owner: dict[int, tuple[int, int]] = {}  # band key -> (file index, row) of a kept document
+    signatures = [np.load(f.signatures_path, mmap_mode="r") for f in files]
+    narrowed = []
+    for file_index, (f, mask) in enumerate(zip(files, masks, strict=True)):
+        keep = mask.copy()
+        rows = np.flatnonzero(mask)
+        if len(rows):
+            keys = band_keys(np.asarray(signatures[file_index][rows]), num_bands)
+            for row, row_keys in zip(rows.tolist(), keys.tolist(), strict=True):
+                own = signatures[file_index][row]
+                candidates = {owner[k] for k in row_keys if k in owner}
+                if any(np.mean(signatures[cf][cr] == own) >= threshold
+                       for cf, cr in sorted(candidates)):
+                    keep[row] = False
+                    continue
+                for k in row_keys:
+                    owner.setdefault(k, (file_index, row))
+        narrowed.append(keep)
+    return narrowed
 
 
 def plan_shards(files: list[CleanedFile], masks: list[np.ndarray], num_shards: int,

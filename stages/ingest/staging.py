@@ -11,11 +11,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stages.ingest.sources import ReadStats, SourceFile, read_documents
+from stages.ingest.config import IngestConfig
+from stages.ingest.filters import build_filters
+from stages.ingest.minhash import permutations, signature
+from stages.ingest.sentences import split_sentences
+from stages.ingest.sources import ReadOptions, ReadStats, RecordError, SourceFile, read_documents
 
 DOCUMENT_SCHEMA = pa.schema([
     pa.field("id", pa.string(), nullable=False),
     pa.field("text", pa.string(), nullable=False),
+    pa.field("sentences", pa.list_(pa.string()), nullable=False),
     pa.field("source", pa.string(), nullable=False),
     pa.field("source_line", pa.int64(), nullable=False),
 ])
@@ -27,9 +32,12 @@ _FLUSH_ROWS = 8192  # documents buffered before a staging write: bounds memory p
 class CleanJob:
     file: SourceFile
     staging_path: str
-    normalization: str
-    unwrap_lines: bool
-    min_chars: int
+    config: IngestConfig
+
+    @property
+    def signatures_path(self) -> str | None:
+        """Where the MinHash signatures (uint32, one row per kept document) go, if needed."""
+        return self.staging_path + ".minhash.npy" if self.config.dedup == "near" else None
 
 
 @dataclass(frozen=True)
@@ -37,16 +45,25 @@ class CleanedFile:
     """One staged file: its documents in order, and per document its digest and size."""
 
     staging_path: str
+    source_key: str  # "ingest.sources[0]"
     documents_in: int
-    dropped_short: int
     bytes_in: int
     invalid_utf8_replaced: int
+    removed: dict[str, list[int]]  # filter name -> [documents, UTF-8 bytes] it removed
+    skipped_records: int
+    skipped_files: int
+    gutenberg_lines_stripped: int
     digests: bytes         # DIGEST_BYTES per kept document, concatenated
     text_bytes: np.ndarray  # int64 UTF-8 size of each kept document
+    signatures_path: str | None
 
     @property
     def num_documents(self) -> int:
         return len(self.text_bytes)
+
+    @property
+    def dropped_short(self) -> int:
+        return self.removed.get("min_chars", [0, 0])[0]
 
 
 def document_id(source_name: str, source_line: int) -> str:
@@ -55,30 +72,67 @@ def document_id(source_name: str, source_line: int) -> str:
 
 
 def clean_file(job: CleanJob) -> CleanedFile:
+    """Stage one file. A record error (bad JSON line, invalid UTF-8 under 'fail') raises
+    with file:line; any other read error (truncated .gz, unreadable file) raises naming
+    the file and the last line read, or with on_error 'skip' stages the file as empty."""
+    config = job.config
     stats = ReadStats()
+    try:
+        return _clean_file(job, stats)
+    except RecordError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any read failure of a file is reported alike
+        if config.on_error == "fail":
+            raise ValueError(
+                f"{job.file.name}: cannot be read after line {stats.lines_read} "
+                f"({type(error).__name__}: {error}); fix or remove the file, or set "
+                f"ingest.on_error: skip to leave it out") from error
+        with pq.ParquetWriter(job.staging_path, DOCUMENT_SCHEMA, compression="none"):
+            pass  # nothing from a half-read file is kept
+        if job.signatures_path:
+            np.save(job.signatures_path, np.zeros((0, config.minhash_permutations), np.uint32))
+        return CleanedFile(job.staging_path, job.file.config_key, 0, stats.bytes_in, 0, {}, 0,
+                           1, 0, b"", np.zeros(0, dtype=np.int64), job.signatures_path)
+
+
+def _clean_file(job: CleanJob, stats: ReadStats) -> CleanedFile:
+    config = job.config
+    options = ReadOptions(config.normalization, config.unwrap_lines, config.invalid_utf8,
+                          config.on_error, config.strip_gutenberg)
+    filters = build_filters(config)
+    removed = {f.name: [0, 0] for f in filters}
     columns: dict[str, list] = {name: [] for name in DOCUMENT_SCHEMA.names}
-    digests, text_bytes = bytearray(), []
-    documents_in = dropped_short = 0
+    digests, text_bytes, signatures = bytearray(), [], []
+    minhash = permutations(config.minhash_permutations) if job.signatures_path else None
+    documents_in = 0
     with pq.ParquetWriter(job.staging_path, DOCUMENT_SCHEMA, compression="none") as writer:
-        for source_line, text in read_documents(job.file, job.normalization, job.unwrap_lines,
-                                                stats):
+        for source_line, text in read_documents(job.file, options, stats):
             documents_in += 1
-            if len(text) < job.min_chars:
-                dropped_short += 1
+            reason = next((f.name for f in filters if f.rejects(text)), None)
+            if reason is not None:
+                removed[reason][0] += 1
+                removed[reason][1] += len(text.encode("utf-8", "surrogateescape"))
                 continue
             encoded = text.encode("utf-8")
             digests += hashlib.blake2b(encoded, digest_size=DIGEST_BYTES).digest()
             text_bytes.append(len(encoded))
+            if minhash is not None:
+                signatures.append(signature(text, config.minhash_ngram, *minhash))
             columns["id"].append(document_id(job.file.name, source_line))
             columns["text"].append(text)
+            columns["sentences"].append(split_sentences(text))
             columns["source"].append(job.file.name)
             columns["source_line"].append(source_line)
             if len(columns["id"]) >= _FLUSH_ROWS:
                 _flush(writer, columns)
         _flush(writer, columns)
-    return CleanedFile(job.staging_path, documents_in, dropped_short, stats.bytes_in,
-                       stats.invalid_utf8_replaced, bytes(digests),
-                       np.array(text_bytes, dtype=np.int64))
+    if job.signatures_path:
+        np.save(job.signatures_path, np.array(signatures, dtype=np.uint32).reshape(
+            len(signatures), config.minhash_permutations))
+    return CleanedFile(job.staging_path, job.file.config_key, documents_in, stats.bytes_in,
+                       stats.invalid_utf8_replaced, removed, stats.skipped_records, 0,
+                       stats.gutenberg_lines_stripped, bytes(digests),
+                       np.array(text_bytes, dtype=np.int64), job.signatures_path)
 
 
 def _flush(writer: pq.ParquetWriter, columns: dict[str, list]) -> None:

@@ -3,8 +3,10 @@
 Output (read by the dataset and fine-tuning stages, and by `transformers`):
 
     output_dir/tokenizer.json           Hugging Face `tokenizers` format, every part included
-                                        (Tokenizer.from_file); for kind bpe: byte-level BPE,
-                                        <|endoftext|> = id 0, <|pad|> = id 1
+                                        (Tokenizer.from_file). bpe: <|endoftext|> = 0,
+                                        <|pad|> = 1; wordpiece: [PAD] [UNK] [CLS] [SEP] [MASK]
+                                        = 0-4; unigram: <pad> </s> <unk> = 0-2, sentinels
+                                        <extra_id_99> ... <extra_id_0> = the top 100 ids
     output_dir/special_tokens_map.json  role -> token: {"eos_token": "<|endoftext|>", ...}
     output_dir/tokenizer_config.json    so that transformers.AutoTokenizer.from_pretrained
                                         (output_dir) loads it as a PreTrainedTokenizerFast
@@ -28,7 +30,7 @@ import pyarrow.parquet as pq
 from stages.data.parallel import map_tasks
 from stages.ingest.sharding import document_shards
 from stages.tokenizer.config import TokenizerConfig
-from stages.tokenizer.recipes import build_recipe, build_tokenizer
+from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer
 from stages.tokenizer.sample import TrainingSample
 
 if TYPE_CHECKING:
@@ -64,6 +66,7 @@ def train_tokenizer(job: TrainJob) -> dict:
     sample = TrainingSample(job.shards, job.config.sample_bytes, job.seed)
     start = time.perf_counter()
     tokenizer.train_from_iterator(sample, trainer=recipe.trainer)
+    tokenizer = finish_tokenizer(tokenizer, recipe)
     train_seconds = time.perf_counter() - start
     if sample.bytes_used == 0:
         raise ValueError(
@@ -74,17 +77,25 @@ def train_tokenizer(job: TrainJob) -> dict:
     _write_atomic(job.output_dir / TOKENIZER_FILE, tokenizer.to_str(pretty=True))
     _write_atomic(job.output_dir / SPECIAL_TOKENS_FILE, json.dumps(recipe.special_tokens, indent=2))
     _write_atomic(job.output_dir / "tokenizer_config.json", json.dumps(
-        {"tokenizer_class": "PreTrainedTokenizerFast", **recipe.special_tokens}, indent=2))
+        {"tokenizer_class": "PreTrainedTokenizerFast",
+         "model_input_names": list(recipe.model_input_names), **recipe.special_tokens},
+        indent=2))
 
     # Held-out documents were never trained on; fall back to the training sample only for
     # a corpus too small to have any.
     probe = sample.heldout or _first_texts(job.shards, 200)
-    encodings = tokenizer.encode_batch_fast(probe)
+    # Without templates: fertility counts the text's tokens, not [CLS]/[SEP]/</s>.
+    encodings = tokenizer.encode_batch_fast(probe, add_special_tokens=False)
     words = sum(len(text.split()) for text in probe)
+    num_tokens = sum(len(e.ids) for e in encodings)
+    unknown_id = tokenizer.token_to_id(recipe.unknown_token) if recipe.unknown_token else None
+    num_unknown = sum(e.ids.count(unknown_id) for e in encodings) if unknown_id is not None else 0
     return {
+        "kind": job.config.kind,
         "vocab_size": tokenizer.get_vocab_size(),
         "train_seconds": round(train_seconds, 3),
-        "fertility": round(sum(len(e.ids) for e in encodings) / max(words, 1), 4),
+        "fertility": round(num_tokens / max(words, 1), 4),
+        "unknown_rate": round(num_unknown / max(num_tokens, 1), 6),
         "fertility_sample": "heldout" if sample.heldout else "train",
         "sample_bytes_used": sample.bytes_used,
     }

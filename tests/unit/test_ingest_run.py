@@ -45,12 +45,15 @@ def test_documents_have_the_contract_schema_and_locations(tmp_path):
     metrics = ingest(tmp_path / "data", tmp_path / "out", [{"path": "books/*.txt"}])
 
     table = pq.read_table(document_shards(tmp_path / "out"))
-    assert table.schema.types == [pa.string(), pa.string(), pa.string(), pa.int64()]
-    assert table.schema.names == ["id", "text", "source", "source_line"]
+    assert table.schema.names == ["id", "text", "sentences", "source", "source_line"]
+    assert table.schema.types == [pa.string(), pa.string(), pa.list_(pa.string()), pa.string(),
+                                  pa.int64()]
     assert table.to_pylist() == [
-        {"id": "books/a.txt:1", "text": "Chapter One", "source": "books/a.txt", "source_line": 1},
+        {"id": "books/a.txt:1", "text": "Chapter One", "sentences": ["Chapter One"],
+         "source": "books/a.txt", "source_line": 1},
         {"id": "books/a.txt:3", "text": "The first paragraph, hard-wrapped.",
-         "source": "books/a.txt", "source_line": 3},
+         "sentences": ["The first paragraph, hard-wrapped."], "source": "books/a.txt",
+         "source_line": 3},
     ]
     assert metrics["documents_in"] == 3 and metrics["documents_out"] == 2
     assert metrics["dropped_short"] == 1  # "Tiny" < min_chars

@@ -86,7 +86,7 @@ def test_config_rejects_bad_values():
     with pytest.raises(ValidationError):
         TokenizerConfig(vocab_size=100)
     with pytest.raises(ValidationError):
-        TokenizerConfig(kind="wordpiece")
+        TokenizerConfig(kind="sentencepiece")
 
 
 def test_transformers_loads_the_output_directory(trained):
