@@ -18,11 +18,31 @@ class FinetuneConfig(Section):
     tasks: list[str] = Field(
         default_factory=lambda: ["sst2"],
         description="tasks to fine-tune on, one run each, in order: "
-        f"{', '.join(task_names())} (files under <data_dir>/glue_data/)")
+        f"{', '.join(task_names())} (GLUE under <data_dir>/glue_data/, SQuAD under "
+        "<data_dir>/squad/, CoNLL-2003 under <data_dir>/conll2003/)")
+    init_from: str | None = Field(
+        None,
+        description="start from this Hugging Face BERT folder (config.json, model.safetensors, "
+        "tokenizer.json; e.g. all-MiniLM-L6-v2) instead of the pretrain stage's model; null = "
+        "the pipeline's own pretrained model")
     max_train_examples: int | None = Field(
         2000, ge=1,
         description="train on a seeded random subset of this many training examples; "
         "null = the whole training set. The dev set is always scored in full")
+    max_eval_examples: int | None = Field(
+        None, ge=1,
+        description="score on a seeded subset of this many dev examples (SQuAD questions, "
+        "CoNLL sentences, GLUE rows); null = the whole dev set")
+    doc_stride: int = Field(128, ge=1, description="SQuAD: context tokens between the starts of "
+                            "consecutive windows over a long context")
+    max_query_len: int = Field(64, ge=1, description="SQuAD: question tokens kept (the rest is cut)")
+    max_answer_len: int = Field(30, ge=1, description="SQuAD: longest answer span in tokens when decoding")
+    n_best_size: int = Field(20, ge=1, description="SQuAD: start and end candidates per window, and "
+                             "answers kept per question in nbest_predictions.json")
+    squad_eval_fraction: float = Field(
+        0.2, gt=0, lt=1,
+        description="SQuAD without a train file: the fraction of the dev file's articles held out "
+        "for scoring (seeded); the other articles are trained on")
     epochs: int = Field(1, ge=1, description="passes over the (subset of the) training set")
     lr: float = Field(5e-4, gt=0, description="peak AdamW learning rate")
     weight_decay: float = Field(0.01, ge=0, description="AdamW decoupled weight decay")

@@ -1,7 +1,9 @@
 """A fine-tuned model on disk, self-contained: what `<task>/model/` holds and how to load it.
 
     model.safetensors, model_config.json   the backbone, in the pretrained format
-                                           (`stages.models.load_pretrained` reads it)
+                                           (`stages.models.load_pretrained` reads it);
+                                           BERT backbones as a Hugging Face folder
+                                           (config.json + model.safetensors)
     head.safetensors                       the task head's own weights
     head_config.json                       task, num_labels, labels (what outputs mean)
     tokenizer.json                         the tokenizer the model was trained with
@@ -19,20 +21,26 @@ from typing import Any
 import torch.nn as nn
 from safetensors.torch import load_file, save_file
 
-from stages.models import GPTForSequenceClassification, load_pretrained, save_pretrained
+from stages.finetune.model_source import build_task_model
+from stages.models import Bert, load_pretrained, save_pretrained
+from stages.models.hf_export import export_hf, import_hf
 
 HEAD_WEIGHTS_NAME = "head.safetensors"
 HEAD_CONFIG_NAME = "head_config.json"
 TOKENIZER_NAME = "tokenizer.json"
 
 
-def save_finetuned(model: GPTForSequenceClassification, directory: str | Path, *,
+def save_finetuned(model: nn.Module, directory: str | Path, *,
                    head_config: dict[str, Any], tokenizer_path: str | Path) -> Path:
     """`model` must own its weights: not a DeepSpeed engine's module, whose weights are
     views into flat buffers that safetensors refuses (the worker copies them out first)."""
     directory = Path(directory)
-    save_pretrained(model.backbone, directory)
-    head = {name: p.detach().float().clone() for name, p in model.score.named_parameters()}
+    if isinstance(model.backbone, Bert):
+        export_hf(model.backbone, directory)
+    else:
+        save_pretrained(model.backbone, directory)
+    head = {name: p.detach().float().clone() for name, p in model.named_parameters()
+            if not name.startswith("backbone.")}
     save_file(head, str(directory / HEAD_WEIGHTS_NAME))
     (directory / HEAD_CONFIG_NAME).write_text(json.dumps(head_config, indent=2) + "\n", encoding="utf-8")
     shutil.copy(tokenizer_path, directory / TOKENIZER_NAME)
@@ -47,6 +55,8 @@ def load_finetuned(directory: str | Path) -> tuple[nn.Module, dict[str, Any]]:
         raise FileNotFoundError(f"{config_path} not found: expected a <task>/model/ directory "
                                 "written by the finetune stage")
     head_config = json.loads(config_path.read_text(encoding="utf-8"))
-    model = GPTForSequenceClassification(load_pretrained(directory), head_config["num_labels"])
-    model.score.load_state_dict(load_file(str(directory / HEAD_WEIGHTS_NAME)))
+    backbone = import_hf(directory) if (directory / "config.json").is_file() else load_pretrained(directory)
+    model = build_task_model(head_config, backbone)
+    missing, unexpected = model.load_state_dict(load_file(str(directory / HEAD_WEIGHTS_NAME)), strict=False)
+    assert not unexpected and all(name.startswith("backbone.") for name in missing), (missing, unexpected)
     return model.eval(), head_config

@@ -10,11 +10,13 @@ dev and test sets (a shard each) and rank 0 writes the raw outputs and the fine-
 weights into the task directory; the driver turns them into metrics and GLUE files.
 
 loop_config keys (built by `stages.finetune.run.build_loop_config`):
-    task, num_labels, seed: the task name, the head's width, the run's seed
+    task, seed:      the task name, the run's seed
     config:          the FinetuneConfig section
-    head_config:     what `save_finetuned` records about the head (task, labels)
-    pretrained_dir:  directory with model.safetensors, model_config.json, tokenizer.json
+    head_config:     head kind, num_labels, task, labels (`model_source.build_task_model`;
+                     `save_finetuned` records it)
+    source:          where the backbone comes from (`model_source.resolve_model_source`)
     data:            ObjectRef of {"train": EncodedSplit, "dev": ..., "test": ...}
+    predict_splits:  the splits predicted after training (default dev and test)
     task_dir:        where rank 0 writes model_outputs.npz and model/
     metrics_log:     object with .log(dict), .read() and .path (the stage's
                      metrics.jsonl), used by rank 0
@@ -36,9 +38,9 @@ import torch.distributed as dist
 
 from stages.finetune.batches import merge_shards, micro_batches_per_epoch, prediction_shard, train_batches
 from stages.finetune.encode import EncodedSplit
-from stages.finetune.saved_model import TOKENIZER_NAME, save_finetuned
+from stages.finetune.saved_model import save_finetuned
 
-OUTPUTS_NAME = "model_outputs.npz"  # raw head outputs, {"dev": (N, k), "test": (M, k)}
+OUTPUTS_NAME = "model_outputs.npz"  # raw head outputs per row, flattened: {"dev": (N, k), ...}
 MODEL_DIR = "model"  # see stages.finetune.saved_model
 
 
@@ -46,7 +48,7 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
     import ray
     import ray.train
 
-    from stages.models import GPTForSequenceClassification, load_pretrained
+    from stages.finetune.model_source import build_task_model, load_backbone
     from stages.training.checkpoint import report_checkpoint, restore_latest
     from stages.training.deepspeed_config import build_deepspeed_config
     from stages.training.engine import initialize_engine
@@ -60,9 +62,9 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
 
     # Same seed on every rank: the new head starts identical everywhere.
     torch.manual_seed(seed)
-    model = GPTForSequenceClassification(
-        load_pretrained(loop_config["pretrained_dir"]), loop_config["num_labels"],
-        dropout=cfg.classifier_dropout)
+    head = loop_config["head_config"]["head"]
+    model = build_task_model(loop_config["head_config"], load_backbone(loop_config["source"]),
+                             dropout=cfg.classifier_dropout)
     micro_batches = micro_batches_per_epoch(len(train), world_size, cfg.micro_batch_size)
     total_steps = max(1, micro_batches * cfg.epochs // cfg.gradient_accumulation_steps)
     engine = initialize_engine(
@@ -93,7 +95,7 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
         for positions in train_batches(len(train), micro_batch_size=cfg.micro_batch_size,
                                        epoch=epoch, seed=seed, rank=rank, world_size=world_size):
             lr = engine.get_lr()[0]  # the rate this step's update uses
-            _, loss = engine(**_batch(train, positions))
+            loss = engine(**_batch(train, positions, head))[-1]
             engine.backward(loss)
             boundary = engine.is_gradient_accumulation_boundary()
             engine.step()  # applies the update only at the accumulation boundary
@@ -109,20 +111,27 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
 
     task_dir = Path(loop_config["task_dir"])
     outputs = {split: _predict(engine, data[split], cfg.eval_batch_size, rank, world_size)
-               for split in ("dev", "test")}
+               for split in loop_config.get("predict_splits", ("dev", "test"))}
     if rank == 0:
         _write_npz_atomic(task_dir / OUTPUTS_NAME, outputs)
     if cfg.save_model:
         _export_model(engine, loop_config, task_dir / MODEL_DIR, rank)
 
 
-def _batch(split: EncodedSplit, positions: np.ndarray, with_labels: bool = True) -> dict[str, torch.Tensor]:
+def _batch(split: EncodedSplit, positions: np.ndarray, head: str | None = None) -> dict[str, torch.Tensor]:
+    """head None: inputs only (prediction); else also that head's labels."""
     batch = {
         "input_ids": torch.from_numpy(split.input_ids[positions].astype(np.int64)),  # (B, T)
         "attention_mask": torch.from_numpy(split.attention_mask[positions].astype(np.int64)),  # (B, T)
     }
-    if with_labels and split.labels is not None:
-        batch["labels"] = torch.from_numpy(split.labels[positions])  # (B,)
+    if split.token_type_ids is not None:
+        batch["token_type_ids"] = torch.from_numpy(split.token_type_ids[positions].astype(np.int64))  # (B, T)
+    if head is not None and split.labels is not None:
+        labels = torch.from_numpy(split.labels[positions])
+        if head == "span_extraction":  # (B, 2): answer start and end token
+            batch["start_positions"], batch["end_positions"] = labels[:, 0], labels[:, 1]
+        else:
+            batch["labels"] = labels  # (B,) or (B, T)
     return batch
 
 
@@ -132,7 +141,9 @@ def _predict(engine, split: EncodedSplit, batch_size: int, rank: int, world_size
     runs its shard; the shards are exchanged with one all_gather."""
     engine.eval()
     mine = prediction_shard(len(split), rank=rank, world_size=world_size)
-    outputs = [engine(**_batch(split, mine[i:i + batch_size], with_labels=False))[0].float().numpy()
+    from stages.finetune.model_source import flat_outputs
+
+    outputs = [flat_outputs(engine(**_batch(split, mine[i:i + batch_size]))).numpy()
                for i in range(0, len(mine), batch_size)]
     shards: list = [None] * world_size
     dist.all_gather_object(shards, (mine, np.concatenate(outputs)))
@@ -143,7 +154,7 @@ def _export_model(engine, loop_config: dict[str, Any], directory: Path, rank: in
     """Rank 0 writes the fine-tuned model. Collective, because gathering the weights from
     ZeRO shards (or bf16 master copies) is; written aside and swapped into place, so a
     crash never leaves a half-written model/ behind."""
-    from stages.models import GPTForSequenceClassification
+    from stages.finetune.model_source import build_task_model
     from stages.training.engine import full_fp32_state_dict
 
     state_dict = full_fp32_state_dict(engine)
@@ -151,12 +162,12 @@ def _export_model(engine, loop_config: dict[str, Any], directory: Path, rank: in
         return
     live = engine.module
     # A fresh model that owns its weights (the engine's are views into DeepSpeed buffers).
-    model = GPTForSequenceClassification(type(live.backbone)(live.backbone.config), live.num_labels)
+    model = build_task_model(loop_config["head_config"], type(live.backbone)(live.backbone.config))
     model.load_state_dict(state_dict, strict=True)
     staging = directory.with_name(directory.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     save_finetuned(model, staging, head_config=loop_config["head_config"],
-                   tokenizer_path=Path(loop_config["pretrained_dir"]) / TOKENIZER_NAME)
+                   tokenizer_path=loop_config["source"]["tokenizer"])
     shutil.rmtree(directory, ignore_errors=True)
     os.replace(staging, directory)
 

@@ -5,6 +5,6 @@
 """
 
 from stages.finetune.tasks.registry import TASKS, get_task, task_names
-from stages.finetune.tasks.spec import TaskSpec, TsvFile
+from stages.finetune.tasks.spec import ConllSpec, SquadSpec, TaskSpec, TsvFile
 
-__all__ = ["TASKS", "TaskSpec", "TsvFile", "get_task", "task_names"]
+__all__ = ["TASKS", "ConllSpec", "SquadSpec", "TaskSpec", "TsvFile", "get_task", "task_names"]

@@ -8,6 +8,7 @@ spec plus, at most, a new reader.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +54,11 @@ class TaskSpec:
     submission_name: str
     description: str = ""
 
+    head = "sequence_classification"
+
+    def required_paths(self, data_dir: str | Path) -> list[Path]:
+        return [Path(data_dir) / "glue_data" / self.directory / file.name for file in self.files.values()]
+
     @property
     def is_regression(self) -> bool:
         return self.labels is None
@@ -61,3 +67,41 @@ class TaskSpec:
     def num_labels(self) -> int:
         """Output width of the head: one score for regression, else one logit per class."""
         return 1 if self.labels is None else len(self.labels)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SquadSpec:
+    """Extractive QA from the official SQuAD JSON under `<data_dir>/<directory>/`. Without
+    the train file, the dev file is split by article (finetune.squad_eval_fraction)."""
+
+    name: str
+    version: str  # "1.1" or "2.0" (questions without an answer, a null-answer threshold)
+    directory: str = "squad"
+    train_file: str
+    dev_file: str
+    metrics: tuple[str, ...] = ("f1", "exact_match")
+    description: str = ""
+    head = "span_extraction"
+
+    def required_paths(self, data_dir: str | Path) -> list[Path]:
+        return [Path(data_dir) / self.directory / self.dev_file]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConllSpec:
+    """Named entities from CoNLL column files under `<data_dir>/<directory>/`."""
+
+    name: str
+    directory: str
+    files: dict[str, str]  # split -> file name ("train", "dev", "test")
+    labels: tuple[str, ...]  # IOB2 tags in class-id order
+    metrics: tuple[str, ...] = ("f1", "precision", "recall")
+    description: str = ""
+    head = "token_classification"
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.labels)
+
+    def required_paths(self, data_dir: str | Path) -> list[Path]:
+        return [Path(data_dir) / self.directory / name for name in self.files.values()]

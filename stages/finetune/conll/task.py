@@ -1,0 +1,71 @@
+"""The CoNLL-2003 task in the finetune stage: read, encode, train on the workers, score.
+
+Writes into `<output_dir>/<task>/`:
+    dev_predictions.txt, test_predictions.txt   conlleval input: `word gold predicted` lines
+    metrics.json   entity-level f1/precision/recall on valid.txt (micro, conlleval rules),
+                   per type (PER/f1 ...), test_f1 etc. on test.txt, and run facts
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stages.finetune.conll.encode import encode_sentences, word_predictions
+from stages.finetune.conll.evaluate import entity_scores, write_conlleval
+from stages.finetune.conll.reader import read_conll
+from stages.finetune.encode import load_task_tokenizer
+from stages.finetune.outputs import write_task_metrics
+from stages.finetune.worker import OUTPUTS_NAME, finetune_worker
+
+
+def finetune_conll(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Path, task_dir: Path,
+                   storage_path: Path, metrics_log) -> dict[str, Any]:
+    from stages.finetune.run import build_loop_config
+    from stages.training.launch import fit
+
+    started = time.perf_counter()
+    tokenizer = load_task_tokenizer(source["tokenizer"], cfg.max_seq_len)
+    sentences = {split: read_conll(Path(data_dir) / spec.directory / name) for split, name in spec.files.items()}
+    sentences["train"] = _sample(sentences["train"], cfg.max_train_examples, seed)
+    for split in ("dev", "test"):
+        sentences[split] = _sample(sentences[split], cfg.max_eval_examples, seed)
+    encoded, first_tokens = {}, {}
+    for split, batch in sentences.items():
+        encoded[split], first_tokens[split] = encode_sentences(tokenizer, batch, spec.labels)
+    print(f"[finetune] {spec.name}: {len(sentences['train'])} train, {len(sentences['dev'])} dev, "
+          f"{len(sentences['test'])} test sentences", flush=True)
+
+    task_dir.mkdir(parents=True, exist_ok=True)
+    result = fit(finetune_worker,
+                 build_loop_config(spec, cfg, seed=seed, source=source, encoded=encoded, task_dir=task_dir,
+                                   metrics_log=metrics_log),
+                 num_workers=cfg.num_workers, storage_path=storage_path, run_name=spec.name,
+                 max_failures=cfg.max_failures)
+    scores: dict[str, float] = {}
+    with np.load(task_dir / OUTPUTS_NAME) as outputs:
+        for split in ("dev", "test"):
+            logits = outputs[split].reshape(len(sentences[split]), cfg.max_seq_len, spec.num_labels)
+            predicted = word_predictions(logits, first_tokens[split], spec.labels)
+            write_conlleval(task_dir / f"{split}_predictions.txt", sentences[split].words,
+                            sentences[split].tags, predicted)
+            split_scores = entity_scores(sentences[split].tags, predicted)
+            scores.update(split_scores if split == "dev" else {f"test_{k}": v for k, v in split_scores.items()})
+    metrics = {**scores, "train_examples": len(sentences["train"]), "dev_examples": len(sentences["dev"]),
+               "test_examples": len(sentences["test"]), "epochs": cfg.epochs,
+               "steps": int(result.metrics.get("step", 0)) if result.metrics else 0,
+               "seconds": round(time.perf_counter() - started, 2)}
+    metrics_log.log({"task": spec.name, "dev_f1": scores["f1"], "test_f1": scores["test_f1"]})
+    write_task_metrics(task_dir, {"task": spec.name, "primary_metric": spec.metrics[0], **metrics})
+    print(f"[finetune] {spec.name}: dev f1={scores['f1']:.4f} test f1={scores['test_f1']:.4f} "
+          f"in {metrics['seconds']:.1f}s", flush=True)
+    return metrics
+
+
+def _sample(sentences, max_examples: int | None, seed: int):
+    if max_examples is None or max_examples >= len(sentences):
+        return sentences
+    return sentences.subset(np.sort(np.random.default_rng(seed).choice(len(sentences), max_examples, replace=False)))

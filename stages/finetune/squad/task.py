@@ -1,0 +1,117 @@
+"""One SQuAD task in the finetune stage: windows, training on the workers, decoding, files.
+
+Writes into `<output_dir>/<task>/`:
+    predictions.json        {question id: answer text} (the official scripts' input)
+    nbest_predictions.json  {question id: [{text, probability, start_logit, end_logit}, ...]}
+    null_odds.json          v2.0 only: {question id: null score - best span score}
+    metrics.json            f1, exact_match (fractions; the official scripts print x100),
+                            v2.0: also at threshold 0 and the tuned threshold; run facts
+
+Only the dev file is needed: without the train file, the dev file's articles are split
+(seeded, finetune.squad_eval_fraction held out) and the held-out articles are scored.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stages.finetune.encode import EncodedSplit, load_task_tokenizer, pair_layout, raw_tokenizer
+from stages.finetune.outputs import write_task_metrics
+from stages.finetune.squad.decode import decode
+from stages.finetune.squad.evaluate import best_threshold, score_question, squad_scores
+from stages.finetune.squad.reader import SquadExample, read_squad, split_by_article
+from stages.finetune.squad.windows import build_windows
+from stages.finetune.worker import OUTPUTS_NAME, finetune_worker
+
+
+def finetune_squad(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Path, task_dir: Path,
+                   storage_path: Path, metrics_log) -> dict[str, Any]:
+    from stages.finetune.run import build_loop_config
+    from stages.training.launch import fit
+
+    started = time.perf_counter()
+    tokenizer = load_task_tokenizer(source["tokenizer"], cfg.max_seq_len)
+    layout, tokenizer = pair_layout(tokenizer), raw_tokenizer(tokenizer)
+    train, dev, split_note = squad_splits(spec, Path(data_dir), cfg.squad_eval_fraction, seed)
+    train, dev = sample(train, cfg.max_train_examples, seed), sample(dev, cfg.max_eval_examples, seed)
+    windows = {name: build_windows(tokenizer, layout, examples, max_seq_len=cfg.max_seq_len,
+                                   doc_stride=cfg.doc_stride, max_query_len=cfg.max_query_len)
+               for name, examples in (("train", train), ("dev", dev))}
+    encoded = {name: EncodedSplit(w.input_ids, w.attention_mask, w.labels, w.token_type_ids)
+               for name, w in windows.items()}
+    print(f"[finetune] {spec.name}: {len(train)} train questions ({len(windows['train'])} windows), "
+          f"{len(dev)} scored ({len(windows['dev'])} windows); {split_note}", flush=True)
+
+    task_dir.mkdir(parents=True, exist_ok=True)
+    result = fit(finetune_worker,
+                 build_loop_config(spec, cfg, seed=seed, source=source, encoded=encoded, task_dir=task_dir,
+                                   metrics_log=metrics_log, predict_splits=("dev",)),
+                 num_workers=cfg.num_workers, storage_path=storage_path, run_name=spec.name,
+                 max_failures=cfg.max_failures)
+    with np.load(task_dir / OUTPUTS_NAME) as outputs:
+        start_logits, end_logits = np.split(outputs["dev"], 2, axis=1)  # 2 x (N, T)
+    decoded = decode(dev, windows["dev"], start_logits, end_logits,
+                     n_best_size=cfg.n_best_size, max_answer_len=cfg.max_answer_len)
+    scores, predictions = score_decoded(decoded, dev, with_null=spec.version == "2.0")
+    _write_json(task_dir / "predictions.json", predictions)
+    _write_json(task_dir / "nbest_predictions.json", decoded.n_best)
+    if spec.version == "2.0":
+        _write_json(task_dir / "null_odds.json", decoded.null_odds)
+
+    metrics = {**scores, "train_examples": len(train), "dev_examples": len(dev),
+               "train_windows": len(windows["train"]), "dev_windows": len(windows["dev"]),
+               "epochs": cfg.epochs, "steps": int(result.metrics.get("step", 0)) if result.metrics else 0,
+               "seconds": round(time.perf_counter() - started, 2)}
+    metrics_log.log({"task": spec.name, **{f"dev_{k}": v for k, v in scores.items()}})
+    write_task_metrics(task_dir, {"task": spec.name, "primary_metric": spec.metrics[0], "split": split_note,
+                                  **metrics})
+    print(f"[finetune] {spec.name}: f1={scores['f1']:.4f} exact_match={scores['exact_match']:.4f} "
+          f"in {metrics['seconds']:.1f}s", flush=True)
+    return metrics
+
+
+def squad_splits(spec, data_dir: Path, eval_fraction: float, seed: int,
+                 ) -> tuple[list[SquadExample], list[SquadExample], str]:
+    dev = read_squad(data_dir / spec.directory / spec.dev_file)
+    train_path = data_dir / spec.directory / spec.train_file
+    if train_path.is_file():
+        return read_squad(train_path), dev, f"trained on {spec.train_file}, scored on {spec.dev_file}"
+    train, held_out = split_by_article(dev, eval_fraction=eval_fraction, seed=seed)
+    num_articles = len({e.title for e in held_out})
+    return train, held_out, (f"no {spec.train_file}: {spec.dev_file} split by article (seed {seed}), "
+                             f"{num_articles} held-out articles scored")
+
+
+def score_decoded(decoded, examples: list[SquadExample], with_null: bool) -> tuple[dict[str, float], dict[str, str]]:
+    """(metrics, predictions written). v2.0: the null threshold is tuned for F1 on the
+    scored questions (as evaluate-v2.0.py's best_f1); metrics also hold threshold 0."""
+    gold = {e.id: [a.text for a in e.answers] for e in examples}
+    if not with_null:
+        predictions = decoded.answers(None)
+        return squad_scores(predictions, gold), predictions
+    per_question = {qid: score_question(decoded.best[qid], answers) for qid, answers in gold.items()}
+    has_answer = {e.id: bool(e.answers) for e in examples}
+    _, threshold = best_threshold(decoded.best, {q: f for q, (_, f) in per_question.items()},
+                                  decoded.null_odds, has_answer)
+    predictions = decoded.answers(threshold)
+    at_zero = squad_scores(decoded.answers(0.0), gold)
+    return ({**squad_scores(predictions, gold), "null_threshold": float(threshold),
+             "f1_at_threshold_0": at_zero["f1"], "exact_match_at_threshold_0": at_zero["exact_match"]},
+            predictions)
+
+
+def sample(examples: list, max_examples: int | None, seed: int) -> list:
+    """A seeded subset in file order (None = all)."""
+    if max_examples is None or max_examples >= len(examples):
+        return examples
+    keep = np.sort(np.random.default_rng(seed).choice(len(examples), size=max_examples, replace=False))
+    return [examples[i] for i in keep]
+
+
+def _write_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

