@@ -4,6 +4,7 @@ costs seconds; a second instance on 2 cores would fight the first for CPUs)."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,10 @@ def ray_session():
         )
     yield ray
     ray.shutdown()
+    if "wandb" in sys.modules:
+        # Close wandb's service process now: the reaper below would kill it, and its
+        # atexit teardown would then print a ConnectionResetError.
+        sys.modules["wandb"].teardown()
     # Now and then a Ray worker (e.g. a Train controller) outlives shutdown; end every
     # process this test session started so the next session starts clean.
     leftovers = psutil.Process().children(recursive=True)
