@@ -11,22 +11,8 @@ import pytest
 from tokenizers import Tokenizer
 
 from pipeline.context import StageContext
-from stages.ingest.config import IngestConfig
-from stages.ingest.run import run as run_ingest
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.run import run as run_tokenizer
-
-BOOKS = ["corpus/gutenberg/The-Dunwich-Horror.txt", "corpus/gutenberg/pg7700.txt"]
-
-
-@pytest.fixture(scope="module")
-def ingest_dir(data_dir, tmp_path_factory) -> Path:
-    output_dir = tmp_path_factory.mktemp("ingest")
-    config = IngestConfig(sources=[{"path": book} for book in BOOKS], num_shards=2)
-    run_ingest(StageContext(name="ingest", config=config, output_dir=output_dir,
-                            experiment=SimpleNamespace(seed=0, data_dir=str(data_dir))))
-    return output_dir
-
 
 def train(ingest_dir: Path, output_dir: Path, **options) -> dict:
     config = TokenizerConfig(**{"vocab_size": 800, "sample_bytes": 300_000, **options})
