@@ -15,6 +15,7 @@ from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer
 from stages.tokenizer.run import run as run_tokenizer
 
+
 def train(ingest_dir: Path, output_dir: Path, seed: int = 0, **options) -> dict:
     config = TokenizerConfig(**{"vocab_size": 600, **options})
     return run_tokenizer(StageContext(

@@ -14,6 +14,7 @@ from pipeline.context import StageContext
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.run import run as run_tokenizer
 
+
 def train(ingest_dir: Path, output_dir: Path, **options) -> dict:
     config = TokenizerConfig(**{"vocab_size": 800, "sample_bytes": 300_000, **options})
     return run_tokenizer(StageContext(
