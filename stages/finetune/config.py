@@ -65,6 +65,10 @@ class FinetuneConfig(Section):
         None, ge=0, lt=1,
         description="dropout before the classification layer; null = the backbone's dropout")
     num_workers: int = Field(2, ge=1, description="Ray Train workers (data-parallel ranks) per task")
+    gpus_per_worker: int = Field(
+        0, ge=0, le=1,
+        description="GPUs per Ray Train worker: 0 = train on CPUs (gloo); 1 = one GPU per worker "
+        "(NCCL), so the cluster needs num_workers GPUs; more than one per worker is not supported")
     zero_stage: int = Field(
         0, ge=0, le=3,
         description="DeepSpeed ZeRO stage: 0 plain data parallel, 1 shards optimizer state, "

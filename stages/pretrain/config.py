@@ -35,6 +35,10 @@ class ModelConfig(Section):
 class PretrainConfig(Section):
     model: ModelConfig = Field(default_factory=ModelConfig, description="model architecture")
     num_workers: int = Field(2, ge=1, description="Ray Train workers (one CPU or GPU each); data parallel")
+    gpus_per_worker: int = Field(
+        0, ge=0, le=1,
+        description="GPUs per Ray Train worker: 0 = train on CPUs (gloo); 1 = one GPU per worker "
+        "(NCCL), so the cluster needs num_workers GPUs; more than one per worker is not supported")
     zero_stage: int = Field(
         2, ge=0, le=3,
         description="DeepSpeed ZeRO stage: 0 plain data parallel, 1 shard optimizer state, "

@@ -67,6 +67,7 @@ def run(ctx) -> dict[str, Any]:
         storage_path=output_dir / "ray",
         run_name=RUN_NAME,
         max_failures=cfg.max_failures,
+        use_gpu=cfg.gpus_per_worker > 0,
     )
     export_hugging_face(output_dir, tokenizer_path)
     reported = result.metrics or {}

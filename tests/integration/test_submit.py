@@ -163,3 +163,16 @@ def test_a_config_the_cluster_cannot_hold_is_refused_before_submitting(head_addr
     assert result.returncode == 1
     assert "4 CPU needed, 2 present" in result.stderr and not workdir.exists()
     assert "pretrain-gpt-tiny-" not in result.stdout  # no job id: nothing was submitted
+
+
+def test_a_config_asking_for_gpus_the_cluster_lacks_is_refused_before_submitting(head_address, tmp_path):
+    with urllib.request.urlopen(f"{head_address}/api/v0/nodes?detail=1", timeout=10) as response:
+        nodes = json.loads(response.read())["data"]["result"]["result"]
+    if any(node.get("resources_total", {}).get("GPU") for node in nodes):
+        pytest.skip("this machine has GPUs: the head detected them")
+    workdir = tmp_path / "gpus"
+    result = pretrain("submit", "configs/gpt-tiny.yaml", "--address", head_address,
+                      "-o", f"workdir={workdir}", "-o", "pretrain.gpus_per_worker=1")
+    assert result.returncode == 1
+    assert "GPU needed, 0 present" in result.stderr and "pretrain.gpus_per_worker" in result.stderr
+    assert not workdir.exists() and "pretrain-gpt-tiny-" not in result.stdout
