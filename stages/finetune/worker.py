@@ -87,7 +87,7 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
     if metrics_log is not None:
         _drop_task_records_after(metrics_log, task, engine.global_steps)
 
-    losses = _LossWindow(metrics_log, task, cfg.log_every)
+    losses = _LossWindow(metrics_log, task, cfg.log_every, engine.device)
     progress = _progress_bar(rank == 0, task, total=micro_batches * cfg.epochs,
                              initial=micro_batches * first_epoch)
     for epoch in range(first_epoch, cfg.epochs):
@@ -95,7 +95,7 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
         for positions in train_batches(len(train), micro_batch_size=cfg.micro_batch_size,
                                        epoch=epoch, seed=seed, rank=rank, world_size=world_size):
             lr = engine.get_lr()[0]  # the rate this step's update uses
-            loss = engine(**_batch(train, positions, head))[-1]
+            loss = engine(**_on_device(_batch(train, positions, head), engine.device))[-1]
             engine.backward(loss)
             boundary = engine.is_gradient_accumulation_boundary()
             engine.step()  # applies the update only at the accumulation boundary
@@ -135,6 +135,10 @@ def _batch(split: EncodedSplit, positions: np.ndarray, head: str | None = None) 
     return batch
 
 
+def _on_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return {name: tensor.to(device) for name, tensor in batch.items()}
+
+
 @torch.no_grad()
 def _predict(engine, split: EncodedSplit, batch_size: int, rank: int, world_size: int) -> np.ndarray:
     """Head outputs for every row of `split`, (N, num_labels), on every rank. Each rank
@@ -143,7 +147,7 @@ def _predict(engine, split: EncodedSplit, batch_size: int, rank: int, world_size
     mine = prediction_shard(len(split), rank=rank, world_size=world_size)
     from stages.finetune.model_source import flat_outputs
 
-    outputs = [flat_outputs(engine(**_batch(split, mine[i:i + batch_size]))).numpy()
+    outputs = [flat_outputs(engine(**_on_device(_batch(split, mine[i:i + batch_size]), engine.device))).cpu().numpy()
                for i in range(0, len(mine), batch_size)]
     shards: list = [None] * world_size
     dist.all_gather_object(shards, (mine, np.concatenate(outputs)))
@@ -212,8 +216,9 @@ class _LossWindow:
     `log_every` optimizer steps and at the last one. Every rank calls `maybe_write` at
     the same steps (it all-reduces, a collective); only rank 0 has a log to write to."""
 
-    def __init__(self, metrics_log, task: str, log_every: int):
+    def __init__(self, metrics_log, task: str, log_every: int, device: torch.device):
         self.metrics_log, self.task, self.log_every = metrics_log, task, log_every
+        self.device = device
         self._reset()
 
     def _reset(self) -> None:
@@ -228,7 +233,9 @@ class _LossWindow:
     def maybe_write(self, step: int, epoch: int, lr: float, last: bool) -> None:
         if (step % self.log_every != 0 and not last) or self.batches == 0:
             return
-        totals = torch.tensor([self.loss_sum, self.batches, self.examples], dtype=torch.float64)
+        # On the engine's device: NCCL reduces only GPU tensors (gloo takes either).
+        totals = torch.tensor([self.loss_sum, self.batches, self.examples], dtype=torch.float64,
+                              device=self.device)
         dist.all_reduce(totals)  # sums over ranks
         seconds = time.perf_counter() - self.started
         if self.metrics_log is not None:

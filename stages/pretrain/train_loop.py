@@ -103,7 +103,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         lr = engine.get_lr()[0]  # the rate this step's update uses
         step_loss = 0.0
         for _ in range(cfg.gradient_accumulation_steps):
-            input_ids = next(train_loader)  # (B, T) int64
+            input_ids = next(train_loader).to(engine.device)  # (B, T) int64
             _, loss = engine(input_ids, labels=input_ids)
             engine.backward(loss)
             # Updates only at the accumulation boundary (the last micro batch).
@@ -123,7 +123,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         if step % cfg.log_every == 0 or step == cfg.max_steps:
             record.update(
                 step=step,
-                loss=_mean_across_ranks(sum(interval_losses) / len(interval_losses)),
+                loss=_mean_across_ranks(sum(interval_losses) / len(interval_losses), engine.device),
                 lr=lr,
                 grad_norm=grad_norm,
                 tokens_per_s=tokens_per_step * len(interval_losses) / interval_seconds,
@@ -173,18 +173,20 @@ def evaluate(engine, loop_config: dict, cfg: PretrainConfig, rank: int, world_si
         loop_config["dataset_dir"], "validation", cfg.micro_batch_size, rank, world_size,
         loop_config["seed"], shuffle=False, drop_last=False,
     )
-    totals = torch.zeros(2, dtype=torch.float64)  # (sum of token losses, token count)
+    # On the engine's device: NCCL reduces only GPU tensors (gloo takes either).
+    totals = torch.zeros(2, dtype=torch.float64, device=engine.device)  # (sum of token losses, token count)
     for _ in range(min(cfg.eval_batches, len(loader))):  # the loader is endless
-        input_ids = next(loader)  # (B, T); B may be smaller, even 0, in the last batch
+        input_ids = next(loader).to(engine.device)  # (B, T); B may be smaller, even 0, in the last batch
         rows = input_ids.size(0)
         if rows == 0:
             # Still run a forward pass: under ZeRO-3 it gathers parameters collectively,
             # and a rank that skipped it would leave the others waiting.
-            input_ids = torch.zeros(1, loop_config["seq_len"], dtype=torch.long)
+            input_ids = torch.zeros(1, loop_config["seq_len"], dtype=torch.long, device=engine.device)
         _, loss = engine(input_ids, labels=input_ids)
         num_targets = rows * (input_ids.size(1) - 1)  # a row's first token is never a target
         if num_targets:
-            totals += torch.tensor([loss.item() * num_targets, num_targets], dtype=torch.float64)
+            totals += torch.tensor([loss.item() * num_targets, num_targets], dtype=torch.float64,
+                                   device=engine.device)
     dist.all_reduce(totals)
     engine.train()
     if totals[1] == 0:
@@ -192,7 +194,7 @@ def evaluate(engine, loop_config: dict, cfg: PretrainConfig, rank: int, world_si
             f"the validation split of {loop_config['dataset_dir']} is empty; the dataset stage "
             "must write validation rows (dataset.validation_fraction)"
         )
-    return float(totals[0] / totals[1])
+    return float((totals[0] / totals[1]).item())
 
 
 def _export_model(engine, loop_config: dict, output_dir: Path, is_main: bool) -> None:
@@ -212,8 +214,8 @@ def _export_model(engine, loop_config: dict, output_dir: Path, is_main: bool) ->
     os.replace(staging, final)
 
 
-def _mean_across_ranks(value: float) -> float:
-    tensor = torch.tensor([value], dtype=torch.float64)
+def _mean_across_ranks(value: float, device: torch.device) -> float:
+    tensor = torch.tensor([value], dtype=torch.float64, device=device)
     dist.all_reduce(tensor)
     return float(tensor.item() / dist.get_world_size())
 

@@ -44,7 +44,7 @@ def finetune_conll(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Pa
                  build_loop_config(spec, cfg, seed=seed, source=source, encoded=encoded, task_dir=task_dir,
                                    metrics_log=metrics_log),
                  num_workers=cfg.num_workers, storage_path=storage_path, run_name=spec.name,
-                 max_failures=cfg.max_failures)
+                 max_failures=cfg.max_failures, use_gpu=cfg.gpus_per_worker > 0)
     scores: dict[str, float] = {}
     with np.load(task_dir / OUTPUTS_NAME) as outputs:
         for split in ("dev", "test"):

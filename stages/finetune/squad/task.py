@@ -52,7 +52,7 @@ def finetune_squad(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Pa
                  build_loop_config(spec, cfg, seed=seed, source=source, encoded=encoded, task_dir=task_dir,
                                    metrics_log=metrics_log, predict_splits=("dev",)),
                  num_workers=cfg.num_workers, storage_path=storage_path, run_name=spec.name,
-                 max_failures=cfg.max_failures)
+                 max_failures=cfg.max_failures, use_gpu=cfg.gpus_per_worker > 0)
     with np.load(task_dir / OUTPUTS_NAME) as outputs:
         start_logits, end_logits = np.split(outputs["dev"], 2, axis=1)  # 2 x (N, T)
     decoded = decode(dev, windows["dev"], start_logits, end_logits,
