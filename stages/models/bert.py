@@ -188,7 +188,10 @@ class BertForPreTraining(nn.Module):
         """
         hidden, pooled = self.backbone(input_ids, attention_mask, token_type_ids)  # (B, T, C), (B, C)
         x = self.mlm_norm(F.gelu(self.mlm_transform(hidden)))  # (B, T, C)
-        mlm_logits = self.mlm_decoder(x) + self.mlm_bias  # (B, T, V)
+        mlm_logits = self.mlm_decoder(x)  # (B, T, V)
+        # In the logits' dtype: under bf16 autocast an fp32 bias would promote all B*T*V
+        # logits to fp32 (twice the memory traffic here and in backward).
+        mlm_logits = mlm_logits + self.mlm_bias.to(mlm_logits.dtype)
         nsp_logits = self.nsp(pooled)  # (B, 2)
         loss = None
         if labels is not None:

@@ -12,7 +12,7 @@ forward pass and recomputed (with the same dropout masks) during backward.
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
@@ -32,7 +32,18 @@ def apply_activation_checkpointing(model: nn.Module,
     wrapped = 0
     for module in model.modules():
         if isinstance(module, block_types) and not getattr(module, "is_checkpointed", False):
-            module.forward = functools.partial(checkpoint, module.forward, use_reentrant=False)
+            module.forward = checkpointed(module.forward)
             module.is_checkpointed = True
             wrapped += 1
     return wrapped
+
+
+def checkpointed(forward: Callable) -> Callable:
+    """`forward` through non-reentrant checkpoint. A plain function rather than a
+    functools.partial: torch.compile traces into it (Dynamo skips frames that start in
+    torch.utils.checkpoint) and turns the checkpoint into a recompute region of the graph."""
+
+    def run_checkpointed(*args, **kwargs):
+        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+
+    return run_checkpointed
