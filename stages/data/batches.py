@@ -73,10 +73,9 @@ class MlmBatch:
             labels = columns["labels"].astype(np.int64)
             labels[labels == self.pad_id] = IGNORE_INDEX
         else:
-            labels = np.empty_like(input_ids)
-            for row, example in enumerate(example_ids):
-                rng = np.random.default_rng([self.seed, epoch, int(example)])
-                input_ids[row], labels[row] = self.policy.mask(input_ids[row], rng)
+            input_ids, labels = self.policy.mask_examples(
+                input_ids, [np.random.default_rng([self.seed, epoch, int(example)])
+                            for example in example_ids])
         attention_mask = np.arange(seq_len)[None, :] < columns["num_tokens"][:, None]
         batch = {"input_ids": torch.from_numpy(input_ids),
                  "token_type_ids": torch.from_numpy(columns["token_type_ids"].astype(np.int64)),

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pyarrow as pa
 
-from stages.dataset.rows import ROWS_PER_RECORD_BATCH
+from stages.dataset.rows import ROWS_PER_RECORD_BATCH, numpy_to_arrow
 
 
 def column_field(name: str, dtype: str, width: int | None) -> pa.Field:
@@ -77,6 +77,6 @@ class ExampleWriter:
 
 def _arrow_column(field: pa.Field, values: np.ndarray) -> pa.Array:
     if isinstance(field.type, pa.FixedSizeListType):
-        flat = pa.array(np.ascontiguousarray(values).reshape(-1), type=field.type.value_type)
+        flat = numpy_to_arrow(values.reshape(-1), field.type.value_type)
         return pa.FixedSizeListArray.from_arrays(flat, type=field.type)
-    return pa.array(values, type=field.type)
+    return numpy_to_arrow(values, field.type)

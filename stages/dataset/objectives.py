@@ -4,8 +4,9 @@ splitting, encoding) the same way for all of them.
 
     clm   documents as token streams, each followed by eos, cut into rows (RowWriter);
           document boundaries are the eos tokens (the loader derives document_ids).
-    mlm   documents as lists of sentences -> BERT pairs (sentence_pairs.py), [CLS] A [SEP]
-          B [SEP] padded to seq_len; static masking stores the masked ids and labels.
+    mlm   a window of documents as sentences (SentenceWindow) -> BERT pairs as slices of
+          it (sentence_pairs.py) -> [CLS] A [SEP] B [SEP] padded to seq_len, assembled as
+          one array; static masking stores the masked ids and labels.
     span  documents as token streams, each followed by eos, cut into chunks of T5's raw
           length (random_spans_helper), each corrupted into inputs + targets.
 """
@@ -22,7 +23,7 @@ from stages.data.span_corruption import corrupt, random_spans_helper, random_spa
 from stages.dataset.config import DatasetConfig
 from stages.dataset.examples import ExampleWriter, column_field
 from stages.dataset.rows import RowWriter
-from stages.dataset.sentence_pairs import document_pairs
+from stages.dataset.sentence_pairs import PairSpans, SentenceWindow, window_pairs
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class ClmWriter:
     def full(self) -> bool:
         return self._rows.full
 
-    def add(self, documents: list[list[int]], others=None) -> int:
+    def add(self, documents: list[list[int]]) -> int:
         stream: list[int] = []
         for ids in documents:
             stream += ids
@@ -124,7 +125,7 @@ class SpanWriter:
     def full(self) -> bool:
         return self._writer.full
 
-    def add(self, documents: list[list[int]], others=None) -> int:
+    def add(self, documents: list[list[int]]) -> int:
         stream: list[int] = []
         for ids in documents:
             stream += ids
@@ -178,47 +179,58 @@ class MlmWriter:
     def full(self) -> bool:
         return self._writer.full
 
-    def add(self, documents: list[list[np.ndarray]], others=None) -> int:
-        config, ids = self.spec.config, self.spec.ids
+    def add(self, window: SentenceWindow) -> int:
+        config = self.spec.config
         task = config.mlm.sentence_task
         max_num_tokens = config.seq_len - (2 if task == "none" else 3)
-        documents = [d for d in documents if d]
-        pairs = []
-        for _ in range(config.mlm.dupe_factor if self.static else 1):
-            for i, document in enumerate(documents):
-                window = documents[:i] + documents[i + 1:]
-                pairs += document_pairs(document, window, task, max_num_tokens,
-                                        config.mlm.short_seq_prob, self.rng)
-        if pairs:
-            self._writer.add(self._assemble(pairs))
-        return sum(len(s) for d in documents for s in d)
+        if window.num_documents:
+            spans = PairSpans.concatenate([
+                window_pairs(window, task, max_num_tokens, config.mlm.short_seq_prob, self.rng)
+                for _ in range(config.mlm.dupe_factor if self.static else 1)])
+            if len(spans):
+                self._writer.add(self._assemble(window.tokens, spans))
+        return len(window.tokens)
 
-    def _assemble(self, pairs) -> dict[str, np.ndarray]:
+    def _assemble(self, tokens: np.ndarray, spans: PairSpans) -> dict[str, np.ndarray]:
+        """[CLS] A [SEP] B [SEP] [PAD]... for every pair at once: A and B are copied
+        into place with one gather and one scatter over all pairs (`_copy_segments`),
+        then the special tokens are set per row."""
         ids, seq_len = self.spec.ids, self.spec.config.seq_len
-        num = len(pairs)
+        has_b = self.spec.config.mlm.sentence_task != "none"
+        num = len(spans)
+        length_a, length_b = spans.a_stop - spans.a_start, spans.b_stop - spans.b_start
+        row_start = np.arange(num, dtype=np.int64) * seq_len
         input_ids = np.full((num, seq_len), ids.pad, dtype=np.int64)
+        b_positions = _copy_segments(
+            input_ids, tokens, np.concatenate([spans.a_start, spans.b_start]),
+            np.concatenate([row_start + 1, row_start + length_a + 2]),
+            np.concatenate([length_a, length_b]), num)
+        num_tokens = length_a + 2 + (length_b + 1 if has_b else 0)
+        rows = np.arange(num)
+        input_ids[:, 0] = ids.cls
+        input_ids[rows, length_a + 1] = ids.sep
         token_type_ids = np.zeros((num, seq_len), dtype=np.uint8)
-        num_tokens = np.empty(num, dtype=np.int32)
-        labels = np.full((num, seq_len), ids.pad, dtype=np.int64)
-        nsp = np.empty(num, dtype=np.int8)
-        for row, (a, b, label) in enumerate(pairs):
-            parts = [[ids.cls], a, [ids.sep]] + ([] if b is None else [b, [ids.sep]])
-            example = np.concatenate(parts)
-            n = len(example)
-            input_ids[row, :n] = example
-            if b is not None:
-                token_type_ids[row, len(a) + 2:n] = 1
-            num_tokens[row], nsp[row] = n, label
-            if self.static:
-                input_ids[row], row_labels = self.policy.mask(input_ids[row], self.rng)
-                labels[row] = np.where(row_labels < 0, ids.pad, row_labels)
-        columns = {"input_ids": input_ids, "token_type_ids": token_type_ids,
-                   "num_tokens": num_tokens}
-        if self.spec.config.mlm.sentence_task != "none":
-            columns["next_sentence_label"] = nsp
+        columns = {"token_type_ids": token_type_ids, "num_tokens": num_tokens.astype(np.int32)}
+        if has_b:
+            input_ids[rows, num_tokens - 1] = ids.sep
+            token_type_ids.flat[b_positions] = 1
+            token_type_ids[rows, num_tokens - 1] = 1
+            columns["next_sentence_label"] = spans.label.astype(np.int8)
         if self.static:
-            columns["labels"] = labels
-        return columns
+            input_ids, labels = self.policy.mask_rows(input_ids, self.rng)
+            columns["labels"] = np.where(labels < 0, ids.pad, labels)
+        return {"input_ids": input_ids, **columns}
 
     def commit(self) -> int:
         return self._writer.commit()
+
+
+def _copy_segments(out: np.ndarray, tokens: np.ndarray, sources: np.ndarray,
+                   destinations: np.ndarray, lengths: np.ndarray, first_b: int) -> np.ndarray:
+    """out.flat[destinations[i]:+lengths[i]] = tokens[sources[i]:+lengths[i]] for every
+    segment i at once; returns the flat positions written by segments first_b.. (B's)."""
+    offsets = np.cumsum(lengths) - lengths
+    within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(offsets, lengths)
+    targets = np.repeat(destinations, lengths) + within
+    out.flat[targets] = tokens[np.repeat(sources, lengths) + within]
+    return targets[offsets[first_b]:] if first_b < len(lengths) else targets[:0]

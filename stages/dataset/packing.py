@@ -7,12 +7,20 @@ encoded: as one token stream (clm, span) or sentence by sentence (mlm; the inges
 do not cross ingest shards, so shards build independently and in parallel; randomness
 (pairing, masks, spans) comes from a generator seeded by (seed, shard, split), so the
 bytes depend only on the config and the inputs.
+
+Speed: the tokenizer is the limit (benchmarks/dataset_throughput.py). It encodes the
+next batch of documents in a background thread while this one is packed (it releases
+the GIL), and everything after it works on whole arrays, so packing mostly hides behind
+encoding. One tokenizer is loaded per process, not per shard (memory stays flat).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +31,7 @@ from tokenizers import Tokenizer
 from stages.data.hashing import unit_hash
 from stages.data.packed import SPLITS, count_rows, shard_path
 from stages.dataset.objectives import ObjectiveSpec, build_writer
+from stages.dataset.sentence_pairs import SentenceWindow
 
 _DOCUMENTS_PER_BATCH = 512
 _SPLIT_SALT = "validation-split"
@@ -65,8 +74,7 @@ def pack_shard(job: PackJob) -> PackedShard:
     if train_path.exists() and validation_path.exists():
         return PackedShard(count_rows(train_path), count_rows(validation_path), 0, resumed=True)
 
-    tokenizer = Tokenizer.from_file(str(job.tokenizer_file))
-    tokenizer.encode_special_tokens = True  # "<|endoftext|>" written in a text is just text
+    tokenizer = _load_tokenizer(str(job.tokenizer_file), job.tokenizer_file.stat().st_mtime_ns)
     writers = {
         split: build_writer(job.spec, str(job.output_dir / shard_path(split, job.shard_index)),
                             job.max_train_rows if split == "train" else None,
@@ -78,39 +86,62 @@ def pack_shard(job: PackJob) -> PackedShard:
     if job.spec.needs_sentences and "sentences" in source.schema_arrow.names:
         columns = ["id", "sentences"]
     tokens_encoded = 0
-    for batch in source.iter_batches(_DOCUMENTS_PER_BATCH, columns=columns):
+    for encoded in _encoded_batches(source, columns, job, tokenizer):
+        for split, documents in encoded.items():
+            tokens_encoded += writers[split].add(documents)
         if writers["train"].full:
             break
-        documents = _encode(tokenizer, batch, job.spec.needs_sentences)
-        by_split: dict[str, list] = {split: [] for split in SPLITS}
-        for doc_id, document in zip(batch.column("id").to_pylist(), documents, strict=True):
-            validation = is_validation(doc_id, job.seed, job.validation_fraction)
-            by_split["validation" if validation else "train"].append(document)
-        for split, split_documents in by_split.items():
-            tokens_encoded += writers[split].add(split_documents)
     validation_rows = writers["validation"].commit()
     train_rows = writers["train"].commit()
     return PackedShard(train_rows, validation_rows, tokens_encoded, resumed=False)
 
 
-def _encode(tokenizer: Tokenizer, batch, by_sentence: bool) -> list:
-    """clm/span: one id list per document; mlm: per document, one id array per sentence."""
+@functools.lru_cache(maxsize=1)
+def _load_tokenizer(path: str, mtime_ns: int) -> Tokenizer:
+    """One tokenizer per process for all the shards it packs (keyed by the file's
+    modification time too, so that a rewritten file is read again). Loading one per shard
+    grew the process by ~6 MB a shard: memory the dropped tokenizers left behind."""
+    tokenizer = Tokenizer.from_file(path)
+    tokenizer.encode_special_tokens = True  # "<|endoftext|>" written in a text is just text
+    return tokenizer
+
+
+def _encoded_batches(source: pq.ParquetFile, columns: list[str], job: PackJob,
+                     tokenizer: Tokenizer) -> Iterator[dict[str, object]]:
+    """Per batch of documents: {split: its documents encoded} for the splits it has.
+    The next batch is encoded in a background thread while the caller packs this one:
+    the tokenizer releases the GIL, so its threads and the packing overlap."""
+    def encode(batch) -> dict[str, object] | None:
+        if batch is None:
+            return None
+        # plain lists: Arrow's filter kernels would import pandas (a quarter second)
+        texts = batch.column(columns[1]).to_pylist()
+        by_split: dict[str, list] = {split: [] for split in SPLITS}
+        for doc_id, text in zip(batch.column("id").to_pylist(), texts, strict=True):
+            validation = is_validation(doc_id, job.seed, job.validation_fraction)
+            by_split["validation" if validation else "train"].append(text)
+        return {split: _encode(tokenizer, split_texts, columns[1], job.spec.needs_sentences)
+                for split, split_texts in by_split.items() if split_texts}
+
+    batches = source.iter_batches(_DOCUMENTS_PER_BATCH, columns=columns)
+    with ThreadPoolExecutor(max_workers=1) as prefetch:
+        pending = prefetch.submit(encode, next(batches, None))
+        while (encoded := pending.result()) is not None:
+            pending = prefetch.submit(encode, next(batches, None))
+            yield encoded
+
+
+def _encode(tokenizer: Tokenizer, texts: list, column: str, by_sentence: bool):
+    """clm/span: one id list per document; mlm: the documents' sentences as one
+    SentenceWindow. `texts` holds the `column` of the documents: text, or sentences."""
     if not by_sentence:
-        encodings = tokenizer.encode_batch_fast(batch.column("text").to_pylist(),
-                                                add_special_tokens=False)
+        encodings = tokenizer.encode_batch_fast(texts, add_special_tokens=False)
         return [encoding.ids for encoding in encodings]
-    if "sentences" in batch.schema.names:
-        documents = batch.column("sentences").to_pylist()
-    else:
-        documents = [split_sentences(text) for text in batch.column("text").to_pylist()]
+    documents = texts if column == "sentences" else [split_sentences(text) for text in texts]
     flat = [sentence for sentences in documents for sentence in sentences]
     encodings = tokenizer.encode_batch_fast(flat, add_special_tokens=False)
-    encoded, start = [], 0
-    for sentences in documents:
-        encoded.append([np.array(e.ids, dtype=np.int64)
-                        for e in encodings[start:start + len(sentences)] if e.ids])
-        start += len(sentences)
-    return encoded
+    return SentenceWindow.from_encodings([encoding.ids for encoding in encodings],
+                                         [len(sentences) for sentences in documents])
 
 
 def remove_partial_files(output_dir: Path) -> None:

@@ -60,8 +60,17 @@ class RowWriter:
         stream = np.concatenate(self._pending)
         take = num_rows * self.seq_len
         row_type = self._schema.field(0).type
-        values = pa.array(stream[:take], type=row_type.value_type)
+        values = numpy_to_arrow(stream[:take], row_type.value_type)
         column = pa.FixedSizeListArray.from_arrays(values, type=row_type)
         self._writer.write_batch(pa.record_batch([column], schema=self._schema))
         self._pending, self._pending_tokens = [stream[take:]], len(stream) - take
         self.rows += num_rows
+
+
+def numpy_to_arrow(values: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
+    """A 1-D integer array as an Arrow array of `arrow_type` over the same bytes. The
+    values must fit the type (token ids are below vocab_size, which picked it): unlike
+    pa.array() there is no overflow check, and no pandas import on the first call (a
+    quarter second in every build task)."""
+    values = np.ascontiguousarray(values, dtype=arrow_type.to_pandas_dtype())
+    return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])

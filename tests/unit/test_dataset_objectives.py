@@ -20,6 +20,7 @@ from stages.data.loader import ExampleLoader
 from stages.data.masking import IGNORE_INDEX
 from stages.data.span_corruption import random_spans_helper, reconstruct
 from stages.dataset.config import DatasetConfig
+from stages.dataset.packing import split_sentences
 from stages.dataset.run import run as run_dataset
 
 WORDS = ("time light river stone garden window morning silver quiet number letter "
@@ -160,6 +161,39 @@ def test_static_masking_is_15_percent_80_10_10_never_special(corpus, static_nsp)
     assert not np.isin(got[got != mask_id], list(special)).any()
 
 
+def document_streams(ingest: Path, tokenizer_dir: Path) -> list[str]:
+    """Each document's sentences' token ids back to back, as ',id,id,...,' text, so that
+    `',a,b,' in stream` asks whether a, b is a run of that document's tokens."""
+    tok = ids_of(tokenizer_dir)
+    streams = []
+    for shard in sorted((ingest / "documents").glob("*.parquet")):
+        for text in pq.read_table(shard, columns=["text"]).column("text").to_pylist():
+            ids = [i for sentence in split_sentences(text)
+                   for i in tok.encode(sentence, add_special_tokens=False).ids]
+            streams.append("," + ",".join(map(str, ids)) + ",")
+    return streams
+
+
+def test_mlm_segments_are_runs_of_one_documents_tokens(corpus, static_nsp):
+    out, _ = static_nsp
+    tok = ids_of(corpus["wordpiece"])
+    sep, pad = tok.token_to_id("[SEP]"), tok.token_to_id("[PAD]")
+    streams = document_streams(corpus["ingest"], corpus["wordpiece"])
+    rows = read_split(out)
+    original = np.where(rows["labels"] != pad, rows["labels"], rows["input_ids"])
+    for ids, n, label in list(zip(original, rows["num_tokens"], rows["next_sentence_label"],
+                                  strict=True))[:300]:
+        first_sep = int(np.flatnonzero(ids == sep)[0])
+        a, b = ids[1:first_sep], ids[first_sep + 1:n - 1]
+        a_text, b_text = ("," + ",".join(map(str, s.tolist())) + "," for s in (a, b))
+        homes_a = {i for i, stream in enumerate(streams) if a_text in stream}
+        homes_b = {i for i, stream in enumerate(streams) if b_text in stream}
+        assert homes_a and homes_b  # each side is a run of some document's tokens
+        if label == 0:  # B continues A: some document holds both, A first
+            assert any(streams[i].find(a_text) < streams[i].rfind(b_text)
+                       for i in homes_a & homes_b)
+
+
 def test_sop_swaps_half_and_none_has_one_segment(corpus, tmp_path):
     tok = ids_of(corpus["wordpiece"])
     sep = tok.token_to_id("[SEP]")
@@ -267,10 +301,20 @@ def batches_as_rows(batches: list[dict]) -> list[tuple]:
             for b in batches for i in range(len(b["input_ids"]))]
 
 
+RESUMED_BUILDS = {  # name -> (tokenizer, dataset options)
+    "mlm-dynamic": ("wordpiece", {"objective": "mlm", "seq_len": 64}),
+    "mlm-static": ("wordpiece", {"objective": "mlm", "seq_len": 64,
+                                 "mlm": {"masking": "static", "sentence_task": "sop"}}),
+    "span": ("unigram", {"objective": "span", "seq_len": 32}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESUMED_BUILDS))
 @pytest.mark.parametrize("new_world_size", [1, 4])
-def test_dynamic_mlm_resumes_exactly_on_another_world_size(corpus, tmp_path, new_world_size):
+def test_loaders_resume_exactly_on_another_world_size(corpus, tmp_path, name, new_world_size):
     out = tmp_path / "resume"
-    build(corpus["ingest"], corpus["wordpiece"], out, objective="mlm", seq_len=64)
+    kind, options = RESUMED_BUILDS[name]
+    build(corpus["ingest"], corpus[kind], out, **options)
     batch_size = 4
 
     def loaders(world_size):
