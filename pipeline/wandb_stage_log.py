@@ -5,8 +5,9 @@ the run is grouped by experiment, tagged with stage and fingerprint, and holds t
 stage's config, its metrics as summary, the data stages' statistics as a wandb.Table,
 and for the report stage report.html/report.md/metrics.json as an artifact.
 
-Stages that stream their own wandb run while they work (pretrain, via
-`stages.tracking.open_tracker`) are left out, so no stage execution gets two runs.
+Stages that stream their own wandb runs while they work (pretrain, and finetune with one
+run per task, via `stages.tracking.open_tracker`) are left out, so no stage execution gets
+two runs; their runs' summaries hold what this one would.
 Tracking never fails a stage: every error becomes a warning. Offline mode writes under
 `<stage dir>/wandb/offline-run-*` (`wandb sync` uploads it later).
 """
@@ -17,7 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-STREAMS_ITS_OWN_RUN = ("pretrain",)
+STREAMS_ITS_OWN_RUN = ("pretrain", "finetune")
 STATS_STAGES = ("ingest", "tokenizer", "dataset")
 REPORT_FILES = ("report.html", "report.md", "metrics.json")
 

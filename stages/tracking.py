@@ -73,9 +73,12 @@ class Tracker:
 
 
 def open_tracker(*, experiment, stage: str, fingerprint: str, output_dir: Path,
-                 config: dict | None = None, metrics_log: MetricsLog | None = None) -> Tracker:
+                 config: dict | None = None, metrics_log: MetricsLog | None = None,
+                 task: str | None = None) -> Tracker:
     """A Tracker writing `metrics_log` (default `output_dir/metrics.jsonl`), plus a wandb
-    run if tracking.wandb.mode is offline or online (files under `output_dir/wandb`)."""
+    run if tracking.wandb.mode is offline or online (files under `output_dir/wandb`).
+    `task`: a stage that runs several tasks (finetune) opens one run per task, named and
+    tagged with it."""
     output_dir = Path(output_dir)
     metrics_log = metrics_log or MetricsLog(output_dir / "metrics.jsonl")
     tracking = getattr(experiment, "tracking", None)
@@ -88,8 +91,9 @@ def open_tracker(*, experiment, stage: str, fingerprint: str, output_dir: Path,
             run = wandb.init(
                 project=wandb_config.project, entity=wandb_config.entity, mode=wandb_config.mode,
                 dir=str(output_dir), group=experiment.name, job_type=stage,
-                name=f"{experiment.name}-{stage}-{fingerprint[:8]}",
-                tags=[stage, fingerprint], config=config or {}, reinit="create_new",
+                name="-".join([experiment.name, stage, *([task] if task else []), fingerprint[:8]]),
+                tags=[stage, *([task] if task else []), fingerprint], config=config or {},
+                reinit="create_new",
             )
         except Exception as error:  # noqa: BLE001 - a tracking error is only a warning
             warnings.warn(f"wandb.init failed ({error}); tracking to {metrics_log.path} only",

@@ -17,9 +17,10 @@ from stages.section import Section
 class FinetuneConfig(Section):
     tasks: list[str] = Field(
         default_factory=lambda: ["sst2"],
-        description="tasks to fine-tune on, one run each, in order: "
-        f"{', '.join(task_names())} (GLUE under <data_dir>/glue_data/, SQuAD under "
-        "<data_dir>/squad/, CoNLL-2003 under <data_dir>/conll2003/)")
+        description="tasks to fine-tune on, one run each (several at once when the cluster "
+        f"allows): {', '.join(task_names())} (GLUE under <data_dir>/glue_data/, SQuAD under "
+        "<data_dir>/squad/, CoNLL-2003 under <data_dir>/conll2003/); a T5 model fine-tunes the "
+        "GLUE classification tasks, as text to text")
     init_from: str | None = Field(
         None,
         description="start from this Hugging Face BERT folder (config.json, model.safetensors, "
@@ -46,6 +47,9 @@ class FinetuneConfig(Section):
     epochs: int = Field(1, ge=1, description="passes over the (subset of the) training set")
     lr: float = Field(5e-4, gt=0, description="peak AdamW learning rate")
     weight_decay: float = Field(0.01, ge=0, description="AdamW decoupled weight decay")
+    adam_betas: tuple[float, float] = Field(
+        (0.9, 0.999),
+        description="AdamW (beta1, beta2); BERT's fine-tuning uses (0.9, 0.999), as transformers' Trainer")
     warmup_fraction: float = Field(
         0.1, ge=0, lt=1,
         description="fraction of the optimizer steps spent warming the learning rate up "
@@ -65,6 +69,11 @@ class FinetuneConfig(Section):
         None, ge=0, lt=1,
         description="dropout before the classification layer; null = the backbone's dropout")
     num_workers: int = Field(2, ge=1, description="Ray Train workers (data-parallel ranks) per task")
+    max_parallel_tasks: int | None = Field(
+        None, ge=1,
+        description="tasks fine-tuned at the same time, each its own Ray Train run; null = as many as "
+        "the cluster's CPUs (and GPUs) hold at num_workers (x gpus_per_worker) each, so 1 on a "
+        "2-CPU machine with num_workers 2")
     gpus_per_worker: int = Field(
         0, ge=0, le=1,
         description="GPUs per Ray Train worker: 0 = train on CPUs (gloo); 1 = one GPU per worker "
@@ -81,7 +90,12 @@ class FinetuneConfig(Section):
         None,
         description="seed for the training subset, head init and shuffling; null = the "
         "experiment's top-level seed")
-    log_every: int = Field(10, ge=1, description="log train loss and lr to metrics.jsonl every N steps")
+    log_every: int = Field(
+        10, ge=1, description="log train loss and lr (metrics.jsonl and the task's wandb run) every N steps")
+    eval_every_epoch: bool = Field(
+        True,
+        description="score the dev set after every epoch and log dev_<metric> per epoch (metrics.jsonl "
+        "and the task's wandb run); false = only after the last epoch")
     max_failures: int = Field(
         1, ge=0,
         description="times Ray Train restarts a task's workers from the last checkpoint after a failure")

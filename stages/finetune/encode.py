@@ -23,6 +23,7 @@ from tokenizers import Tokenizer, processors
 END_OF_TEXT = "<|endoftext|>"
 PAD = "<|pad|>"
 BERT_SPECIALS = ("[CLS]", "[SEP]", "[PAD]")
+T5_SPECIALS = ("<pad>", "</s>")
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,12 @@ def load_task_tokenizer(path: str | Path, max_seq_len: int) -> Tokenizer:
     tokenizer = Tokenizer.from_file(str(path))
     if is_bert_tokenizer(tokenizer):
         return _setup_bert(tokenizer, max_seq_len)
+    if all(tokenizer.token_to_id(token) is not None for token in T5_SPECIALS):
+        # T5 (stages.finetune.text_to_text): its own post-processor already ends
+        # every sequence with </s>; truncation keeps it.
+        tokenizer.enable_truncation(max_length=max_seq_len)
+        tokenizer.enable_padding(pad_id=tokenizer.token_to_id("<pad>"), pad_token="<pad>", length=max_seq_len)
+        return tokenizer
     ids = {token: tokenizer.token_to_id(token) for token in (END_OF_TEXT, PAD)}
     missing = [token for token, i in ids.items() if i is None]
     if missing:

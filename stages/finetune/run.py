@@ -2,35 +2,32 @@
 
     metrics = run(ctx)     # {"sst2/accuracy": 0.71, "sst2/train_examples": 2000, ...}
 
-For each task in `finetune.tasks`, in order: read the task's files, tokenize them with
-the model's tokenizer, fine-tune the task's head (`model_source.build_task_model`: GPT
-or BERT from `finetune.init_from`) on the workers
-(`stages.finetune.worker`), then score the full dev set and write predictions (see
-`stages.finetune.outputs` for the files). A task whose `metrics.json` exists is done and
-is skipped, so a re-run after an interruption continues with the next task; a task cut
-off mid-training resumes from its last epoch checkpoint under `<output_dir>/ray/<task>`.
-GLUE tasks run here; SQuAD in `stages.finetune.squad.task`, CoNLL in `stages.finetune.conll.task`.
+For each task in `finetune.tasks`: read the task's files, tokenize them with the
+model's tokenizer, fine-tune the task's head (`model_source.build_task_model`: GPT or
+BERT from `finetune.init_from`) on the workers (`stages.finetune.worker`), then score
+the dev set and write predictions (see `stages.finetune.outputs` for the files). GLUE
+tasks in `stages.finetune.glue_task`, SQuAD in `squad.task`, CoNLL in `conll.task`.
+
+Tasks are independent runs: several train at the same time when the cluster has the
+CPUs (and GPUs) for them (`finetune.max_parallel_tasks`). Each has its own fingerprint
+(`stages.finetune.task_cache`): a task whose `metrics.json` exists is done and skipped,
+and a task finished with the same fingerprint in another directory of this stage (say
+before `tasks` gained another entry) is copied, not trained again. A task cut off
+mid-training resumes from its last epoch checkpoint under `<output_dir>/ray/<task>`.
 """
 
 from __future__ import annotations
 
-import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from stages.finetune.config import FinetuneConfig
-from stages.finetune.encode import EncodedSplit, encode_texts, load_task_tokenizer
-from stages.finetune.metrics import compute_metrics
-from stages.finetune.outputs import (
-    DEV_PREDICTIONS_NAME, is_task_finished, predictions_from_outputs, read_task_metrics,
-    write_dev_predictions, write_submission, write_task_metrics,
-)
 from stages.finetune.model_source import check_seq_len, resolve_model_source
-from stages.finetune.tasks import ConllSpec, SquadSpec, TaskSpec, get_task
-from stages.finetune.tasks.tsv import read_split
-from stages.finetune.worker import OUTPUTS_NAME, finetune_worker
+from stages.finetune.outputs import is_task_finished, read_task_metrics
+from stages.finetune.prepared import PreparedTask
+from stages.finetune.task_cache import reuse_finished_task, task_fingerprint, write_task_fingerprint
+from stages.finetune.tasks import ConllSpec, SquadSpec, get_task
 
 RAY_STORAGE_DIR = "ray"  # the engine keeps it out of the manifest (scratch_dirs)
 
@@ -41,24 +38,81 @@ def run(ctx) -> dict[str, Any]:
     # Absolute paths: Ray Train workers run in their own working directories.
     source = resolve_model_source(cfg.init_from, Path(ctx.inputs["pretrain"]).resolve() / "model")
     check_seq_len(source, cfg.max_seq_len)
+    if source["family"] == "t5":  # text to text: GLUE classification only, said before any training
+        from stages.finetune.text_to_text import label_words
+
+        for name in cfg.tasks:
+            label_words(get_task(name))
     output_dir = Path(ctx.output_dir).resolve()
     data_dir = ctx.experiment.resolved_data_dir
-    check_task_files([get_task(name) for name in cfg.tasks if not is_task_finished(output_dir / name)],
-                     data_dir)
-    results: dict[str, Any] = {}
+    to_train: dict[str, str] = {}  # task -> its fingerprint
     for name in cfg.tasks:
-        task_dir = output_dir / name
+        task_dir, fingerprint = output_dir / name, task_fingerprint(name, cfg, seed=seed, source=source)
         if is_task_finished(task_dir):
             print(f"[finetune] {name}: already finished ({task_dir / 'metrics.json'}), skipped", flush=True)
-            metrics = read_task_metrics(task_dir)
+        elif (origin := reuse_finished_task(task_dir, fingerprint, ctx.metrics_log)) is not None:
+            print(f"[finetune] {name}: finished with the same task fingerprint {fingerprint} in {origin}, "
+                  "copied instead of trained", flush=True)
         else:
-            metrics = _runner(get_task(name))(
-                get_task(name), cfg, seed=seed, source=source,
-                data_dir=data_dir, task_dir=task_dir,
-                storage_path=output_dir / RAY_STORAGE_DIR, metrics_log=ctx.metrics_log)
-        results.update({f"{name}/{key}": value for key, value in metrics.items()
+            to_train[name] = fingerprint
+    check_task_files([get_task(name) for name in to_train], data_dir)
+
+    # Each task's rank 0 opens its own wandb run (stages.finetune.task_tracking).
+    tracking = {"experiment": ctx.experiment, "fingerprint": ctx.fingerprint}
+
+    def train(name: str) -> None:
+        write_task_fingerprint(output_dir / name, to_train[name])
+        _runner(get_task(name))(
+            get_task(name), cfg, seed=seed, source=source, data_dir=data_dir, task_dir=output_dir / name,
+            storage_path=output_dir / RAY_STORAGE_DIR, metrics_log=ctx.metrics_log,
+            tracking={**tracking, "task_fingerprint": to_train[name]})
+
+    slots = parallel_task_slots(cfg, len(to_train), _cluster_resources() if len(to_train) > 1 else {})
+    run_concurrently(train, list(to_train), slots=slots)
+    results: dict[str, Any] = {}
+    for name in cfg.tasks:
+        results.update({f"{name}/{key}": value for key, value in read_task_metrics(output_dir / name).items()
                         if isinstance(value, (int, float)) and not isinstance(value, bool)})
     return results
+
+
+def parallel_task_slots(cfg: FinetuneConfig, num_tasks: int, resources: dict[str, float]) -> int:
+    """How many tasks train at once: finetune.max_parallel_tasks, else as many as the
+    Ray cluster's `resources` (CPUs, GPUs) hold at one task's worker group each."""
+    if num_tasks <= 1:
+        return 1
+    if cfg.max_parallel_tasks is not None:
+        return min(cfg.max_parallel_tasks, num_tasks)
+    fits = int(resources.get("CPU", 0) // cfg.num_workers)
+    if cfg.gpus_per_worker:
+        fits = min(fits, int(resources.get("GPU", 0) // (cfg.num_workers * cfg.gpus_per_worker)))
+    return max(1, min(fits, num_tasks))
+
+
+def _cluster_resources() -> dict[str, float]:
+    import ray
+
+    # Without a Ray instance, fit() starts a local one of its own: one task at a time.
+    return ray.cluster_resources() if ray.is_initialized() else {}
+
+
+def run_concurrently(train, names: list[str], slots: int) -> None:
+    """`train(name)` for every task, `slots` at a time. One slot: in order, in this
+    thread (Ctrl-C aborts the Ray Train run cleanly). Several: in threads (each task's
+    Ray Train run has its own controller and workers); a failed task does not stop the
+    others, which finish and are kept; then the first failure is raised."""
+    if slots <= 1:
+        for name in names:
+            train(name)
+        return
+    print(f"[finetune] training {len(names)} tasks, {slots} at a time: {', '.join(names)}", flush=True)
+    with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="finetune") as pool:
+        futures = {name: pool.submit(train, name) for name in names}
+    failed = [(name, future.exception()) for name, future in futures.items() if future.exception()]
+    if failed:
+        name, error = failed[0]
+        others = f" (also failed: {', '.join(n for n, _ in failed[1:])})" if len(failed) > 1 else ""
+        raise RuntimeError(f"finetune task {name} failed: {type(error).__name__}: {error}{others}") from error
 
 
 def _runner(spec):
@@ -70,67 +124,27 @@ def _runner(spec):
         from stages.finetune.conll.task import finetune_conll
 
         return finetune_conll
-    return finetune_task
+    from stages.finetune.glue_task import finetune_glue
 
-
-def finetune_task(spec: TaskSpec, cfg: FinetuneConfig, *, seed: int, source: dict[str, Any],
-                  data_dir: Path, task_dir: Path, storage_path: Path, metrics_log) -> dict[str, Any]:
-    """Train, predict and write one GLUE task's outputs; returns what metrics.json holds."""
-    from stages.training.launch import fit
-
-    started = time.perf_counter()
-    tokenizer = load_task_tokenizer(source["tokenizer"], cfg.max_seq_len)
-    splits = {
-        "train": read_split(spec, data_dir, "train").sample(cfg.max_train_examples, seed),
-        "dev": read_split(spec, data_dir, "dev").sample(cfg.max_eval_examples, seed),
-        "test": read_split(spec, data_dir, "test"),
-    }
-    encoded = {split: encode_texts(tokenizer, ex.texts, ex.labels) for split, ex in splits.items()}
-    print(f"[finetune] {spec.name}: {len(splits['train'])} train, {len(splits['dev'])} dev, "
-          f"{len(splits['test'])} test examples; training on {cfg.num_workers} workers", flush=True)
-
-    task_dir.mkdir(parents=True, exist_ok=True)
-    result = fit(
-        finetune_worker,
-        build_loop_config(spec, cfg, seed=seed, source=source, encoded=encoded,
-                          task_dir=task_dir, metrics_log=metrics_log),
-        num_workers=cfg.num_workers, storage_path=storage_path, run_name=spec.name,
-        max_failures=cfg.max_failures, use_gpu=cfg.gpus_per_worker > 0)
-
-    with np.load(task_dir / OUTPUTS_NAME) as outputs:
-        dev_predictions = predictions_from_outputs(spec, outputs["dev"])
-        test_predictions = predictions_from_outputs(spec, outputs["test"])
-    scores = compute_metrics(spec.metrics, dev_predictions, splits["dev"].labels)
-    write_dev_predictions(task_dir / DEV_PREDICTIONS_NAME, spec, splits["dev"], dev_predictions)
-    write_submission(task_dir, spec, splits["test"], test_predictions)
-
-    metrics = {
-        **scores,
-        "train_examples": len(splits["train"]), "dev_examples": len(splits["dev"]),
-        "test_examples": len(splits["test"]), "epochs": cfg.epochs,
-        "steps": int(result.metrics.get("step", 0)) if result.metrics else 0,
-        "seconds": round(time.perf_counter() - started, 2),
-    }
-    metrics_log.log({"task": spec.name, **{f"dev_{k}": v for k, v in scores.items()}})
-    write_task_metrics(task_dir, {"task": spec.name, "primary_metric": spec.metrics[0], **metrics})
-    print(f"[finetune] {spec.name}: dev {spec.metrics[0]}={scores[spec.metrics[0]]:.4f} "
-          f"in {metrics['seconds']:.1f}s", flush=True)
-    return metrics
+    return finetune_glue
 
 
 def build_loop_config(spec, cfg: FinetuneConfig, *, seed: int, source: dict[str, Any],
-                      encoded: dict[str, EncodedSplit], task_dir: Path, metrics_log,
-                      predict_splits: tuple[str, ...] = ("dev", "test")) -> dict[str, Any]:
+                      prepared: PreparedTask, task_dir: Path, metrics_log,
+                      tracking: dict[str, Any] | None = None) -> dict[str, Any]:
     """What every worker receives. The token arrays go through Ray's object store once
-    (workers on any node read them zero-copy) instead of being pickled per worker."""
+    (workers on any node read them zero-copy) instead of being pickled per worker.
+    The prepared task's scorers are logged per evaluation by rank 0; tracking:
+    {"experiment", "fingerprint"} for the task's wandb run."""
     import ray
 
     return {
         "task": spec.name, "seed": seed, "config": cfg,
         "head_config": {"head": spec.head, "task": spec.name,
                         "num_labels": getattr(spec, "num_labels", 2), "labels": getattr(spec, "labels", None)},
-        "source": source, "data": ray.put(encoded), "predict_splits": predict_splits,
+        "source": source, "data": ray.put(prepared.encoded), "predict_splits": prepared.predict_splits,
         "task_dir": str(task_dir), "metrics_log": metrics_log,
+        "scorers": prepared.scorers, "tracking": tracking,
     }
 
 

@@ -9,6 +9,10 @@ of every epoch and resumed with `restore_latest`. After training, all ranks pred
 dev and test sets (a shard each) and rank 0 writes the raw outputs and the fine-tuned
 weights into the task directory; the driver turns them into metrics and GLUE files.
 
+Rank 0 streams the task's curves (`stages.finetune.task_tracking`): train loss, lr and
+throughput every `log_every` optimizer steps, and the dev scores after every epoch
+(`eval_every_epoch`; always after the last), to metrics.jsonl and the task's wandb run.
+
 loop_config keys (built by `stages.finetune.run.build_loop_config`):
     task, seed:      the task name, the run's seed
     config:          the FinetuneConfig section
@@ -20,11 +24,15 @@ loop_config keys (built by `stages.finetune.run.build_loop_config`):
     task_dir:        where rank 0 writes model_outputs.npz and model/
     metrics_log:     object with .log(dict), .read() and .path (the stage's
                      metrics.jsonl), used by rank 0
+    scorers:         split -> callable(head outputs (N, k)) -> {metric: score}, the same
+                     functions the driver scores with; rank 0 logs "dev_<metric>" (and
+                     "test_<metric>" where the test split has labels)
+    tracking:        {"experiment", "fingerprint", "task_fingerprint"} for the task's
+                     wandb run (optional: without it, metrics.jsonl only)
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -39,6 +47,7 @@ import torch.distributed as dist
 from stages.finetune.batches import merge_shards, micro_batches_per_epoch, prediction_shard, train_batches
 from stages.finetune.encode import EncodedSplit
 from stages.finetune.saved_model import save_finetuned
+from stages.finetune.task_tracking import open_task_tracker, prefixed
 
 OUTPUTS_NAME = "model_outputs.npz"  # raw head outputs per row, flattened: {"dev": (N, k), ...}
 MODEL_DIR = "model"  # see stages.finetune.saved_model
@@ -73,7 +82,7 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
             micro_batch_size=cfg.micro_batch_size,
             gradient_accumulation_steps=cfg.gradient_accumulation_steps,
             zero_stage=cfg.zero_stage, gradient_clipping=cfg.grad_clip, precision=cfg.precision),
-        lr=cfg.lr, weight_decay=cfg.weight_decay,
+        lr=cfg.lr, weight_decay=cfg.weight_decay, betas=tuple(cfg.adam_betas),
         schedule=WarmupDecaySchedule(warmup_steps=round(cfg.warmup_fraction * total_steps),
                                      max_steps=total_steps, decay="linear", min_lr_ratio=0.0))
 
@@ -83,13 +92,16 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
         # Per-rank dropout masks: ranks see different rows, so they should not share noise.
         # A restored run keeps the RNG state it was saved with instead.
         torch.manual_seed(seed + 1000 + rank)
-    metrics_log = loop_config["metrics_log"] if rank == 0 else None
-    if metrics_log is not None:
-        _drop_task_records_after(metrics_log, task, engine.global_steps)
+    tracker = open_task_tracker(loop_config) if rank == 0 else None
+    if tracker is not None:
+        tracker.metrics_log.drop_records_after(engine.global_steps)
+    scorers = loop_config.get("scorers") or {}
+    scores: dict[str, float] = {}  # the latest of every split's scores, "dev_f1": ...
 
-    losses = _LossWindow(metrics_log, task, cfg.log_every, engine.device)
+    losses = _LossWindow(tracker, cfg.log_every, engine.device)
     progress = _progress_bar(rank == 0, task, total=micro_batches * cfg.epochs,
                              initial=micro_batches * first_epoch)
+    dev_outputs = None
     for epoch in range(first_epoch, cfg.epochs):
         engine.train()
         for positions in train_batches(len(train), micro_batch_size=cfg.micro_batch_size,
@@ -104,18 +116,47 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
                 losses.maybe_write(engine.global_steps, epoch, lr, last=engine.global_steps == total_steps)
             if progress is not None:
                 progress.update()
+        if cfg.eval_every_epoch or epoch == cfg.epochs - 1:
+            dev_outputs = _predict(engine, data["dev"], cfg.eval_batch_size, rank, world_size)
+            if tracker is not None:
+                # Logged before the checkpoint: a resume drops records past its
+                # checkpoint, so a crash in between does not leave these twice.
+                dev_scores = _score(scorers, {"dev": dev_outputs})
+                tracker.log({"epoch": epoch, **dev_scores}, step=engine.global_steps)
+                scores.update(dev_scores)
         report_checkpoint(engine, engine.global_steps, {"epoch": epoch},
                           {"epoch": epoch, "step": engine.global_steps})
     if progress is not None:
         progress.close()
 
     task_dir = Path(loop_config["task_dir"])
-    outputs = {split: _predict(engine, data[split], cfg.eval_batch_size, rank, world_size)
+    # The last epoch's dev evaluation is the final one (none ran if this run resumed
+    # from the last epoch's checkpoint).
+    outputs = {split: (dev_outputs if split == "dev" and dev_outputs is not None else
+                       _predict(engine, data[split], cfg.eval_batch_size, rank, world_size))
                for split in loop_config.get("predict_splits", ("dev", "test"))}
     if rank == 0:
         _write_npz_atomic(task_dir / OUTPUTS_NAME, outputs)
+        if dev_outputs is None:  # resumed after the last epoch: its dev record is logged already
+            scores.update(_score(scorers, {"dev": outputs["dev"]}))
+        test_scores = _score(scorers, {split: out for split, out in outputs.items() if split != "dev"})
+        if test_scores:
+            tracker.log(test_scores, step=engine.global_steps)
+        scores.update(test_scores)
+        tracker.summary({**scores, "train_examples": len(train), "epochs": cfg.epochs,
+                         "steps": engine.global_steps, "num_workers": world_size})
+        tracker.finish()
     if cfg.save_model:
         _export_model(engine, loop_config, task_dir / MODEL_DIR, rank)
+
+
+def _score(scorers: dict, outputs: dict[str, np.ndarray]) -> dict[str, float]:
+    """{"dev_accuracy": ..., "test_f1": ...} for the splits that have a scorer."""
+    scores: dict[str, float] = {}
+    for split, split_outputs in outputs.items():
+        if split in scorers:
+            scores.update(prefixed(f"{split}_", scorers[split](split_outputs)))
+    return scores
 
 
 def _batch(split: EncodedSplit, positions: np.ndarray, head: str | None = None) -> dict[str, torch.Tensor]:
@@ -186,21 +227,6 @@ def _write_npz_atomic(path: Path, arrays: dict[str, np.ndarray]) -> None:
     os.replace(temp, path)
 
 
-def _drop_task_records_after(metrics_log, task: str, step: int) -> None:
-    """On a resume (or a restart of a task that crashed before its first checkpoint),
-    forget this task's records past the checkpoint: they are logged again, and each
-    task's curve should be one trajectory. Other tasks' records are kept as they are."""
-    records = metrics_log.read()
-    kept = [r for r in records if r.get("task") != task or r.get("step", 0) <= step]
-    if len(kept) == len(records):
-        return
-    path = Path(metrics_log.path)
-    staging = path.with_suffix(".jsonl.partial")
-    with open(staging, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(record, default=float) + "\n" for record in kept)
-    os.replace(staging, path)
-
-
 def _progress_bar(is_main: bool, task: str, total: int, initial: int):
     if not is_main:
         return None
@@ -216,8 +242,8 @@ class _LossWindow:
     `log_every` optimizer steps and at the last one. Every rank calls `maybe_write` at
     the same steps (it all-reduces, a collective); only rank 0 has a log to write to."""
 
-    def __init__(self, metrics_log, task: str, log_every: int, device: torch.device):
-        self.metrics_log, self.task, self.log_every = metrics_log, task, log_every
+    def __init__(self, tracker, log_every: int, device: torch.device):
+        self.tracker, self.log_every = tracker, log_every
         self.device = device
         self._reset()
 
@@ -238,9 +264,7 @@ class _LossWindow:
                               device=self.device)
         dist.all_reduce(totals)  # sums over ranks
         seconds = time.perf_counter() - self.started
-        if self.metrics_log is not None:
-            self.metrics_log.log({
-                "task": self.task, "step": step, "epoch": epoch, "loss": float(totals[0] / totals[1]),
-                "lr": lr, "examples_per_s": float(totals[2]) / seconds,
-            })
+        if self.tracker is not None:
+            self.tracker.log({"epoch": epoch, "loss": float(totals[0] / totals[1]), "lr": lr,
+                              "examples_per_s": float(totals[2]) / seconds}, step=step)
         self._reset()

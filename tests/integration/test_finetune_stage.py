@@ -3,6 +3,11 @@ a tiny random GPT saved as the pretrain stage would, a tokenizer trained here wi
 pipeline's own recipe, SST-2 with 200 training examples and the full dev and test sets.
 Then: a re-run skips the finished task, and a task whose outputs were lost resumes from
 its last checkpoint instead of training again. STS-B covers sentence pairs and regression.
+SST-2 runs with wandb offline: its curves (train loss, lr, dev accuracy per epoch) are in
+metrics.jsonl and in the task's own offline wandb run. Each task has its own fingerprint:
+another stage directory whose config differs only in the task list reuses the finished
+SST-2. CoNLL-2003 and SQuAD (the GPT's token and span heads), one worker each, train at
+the same time on the 2 CPUs.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -51,10 +57,12 @@ def pretrain_dir(tmp_path_factory, data_dir) -> Path:
     return root
 
 
-def make_context(output_dir: Path, pretrain_dir: Path, data_dir: Path, **finetune) -> StageContext:
+def make_context(output_dir: Path, pretrain_dir: Path, data_dir: Path, wandb_mode: str = "disabled",
+                 **finetune) -> StageContext:
     experiment = ExperimentConfig.model_validate({
         "name": "finetune-test", "data_dir": str(data_dir), "seed": 0,
         "ingest": {"sources": [{"path": "unused: only finetune runs here"}]},
+        "tracking": {"wandb": {"mode": wandb_mode, "project": "pp-tests"}},
         "finetune": {**FINETUNE, **finetune},
     })
     return StageContext(name="finetune", config=experiment.finetune, experiment=experiment,
@@ -63,7 +71,8 @@ def make_context(output_dir: Path, pretrain_dir: Path, data_dir: Path, **finetun
 
 @pytest.fixture(scope="module")
 def sst2_run(ray_session, tmp_path_factory, pretrain_dir, data_dir):
-    ctx = make_context(tmp_path_factory.mktemp("finetune"), pretrain_dir, data_dir, tasks=["sst2"])
+    ctx = make_context(tmp_path_factory.mktemp("finetune"), pretrain_dir, data_dir, wandb_mode="offline",
+                       tasks=["sst2"])
     return ctx, run(ctx)
 
 
@@ -101,6 +110,28 @@ def test_training_loss_and_lr_are_logged_per_step(sst2_run):
     assert all(math.isfinite(r["loss"]) and r["lr"] > 0 for r in records)
 
 
+def test_dev_scores_are_logged_per_epoch(sst2_run):
+    ctx, metrics = sst2_run
+    records = [r for r in ctx.metrics_log.read() if r.get("task") == "sst2" and "dev_accuracy" in r]
+    assert [(r["step"], r["epoch"]) for r in records] == [(7, 0), (14, 1)]
+    assert records[-1]["dev_accuracy"] == metrics["sst2/accuracy"]  # the last epoch's is the score
+
+
+def test_the_task_streams_its_own_offline_wandb_run(sst2_run):
+    ctx, _ = sst2_run
+    # The first run of the task (a resume below opens another one).
+    run_dir = sorted((ctx.output_dir / "sst2" / "wandb").glob("offline-run-*"))[0]
+    (data_file,) = run_dir.glob("*.wandb")
+    deadline = time.time() + 30  # wandb's core process finishes the file after finish()
+    while b"dev_accuracy" not in data_file.read_bytes() and time.time() < deadline:
+        time.sleep(0.2)
+    content = data_file.read_bytes()
+    assert b"finetune-test-finetune-sst2-test" in content  # experiment-stage-task-fingerprint
+    assert all(key in content for key in (b"loss", b"lr", b"examples_per_s", b"dev_accuracy",
+                                          b"train_examples"))
+    assert not (ctx.output_dir / "wandb").exists()  # no stage-level run next to the task runs
+
+
 def test_saved_model_reproduces_the_dev_predictions(sst2_run, data_dir):
     ctx, _ = sst2_run
     model, head_config = load_finetuned(ctx.output_dir / "sst2" / "model")
@@ -120,6 +151,23 @@ def test_rerun_skips_a_finished_task(sst2_run):
     started = time.perf_counter()
     assert run(ctx) == metrics
     assert time.perf_counter() - started < 2.0  # no Ray Train run was started
+
+
+def test_a_task_finished_in_another_stage_directory_is_reused(sst2_run, pretrain_dir, data_dir):
+    ctx, metrics = sst2_run
+    # What adding a task to finetune.tasks looks like: a new stage directory, a config
+    # that differs in keys that do not change SST-2's results. (No other task is listed
+    # here, to keep the test free of another training run.)
+    other = make_context(ctx.output_dir.with_name(ctx.output_dir.name + "-more-tasks"), pretrain_dir, data_dir,
+                         tasks=["sst2"], max_parallel_tasks=2, max_failures=1)
+    started = time.perf_counter()
+    assert run(other) == metrics
+    assert time.perf_counter() - started < 5.0  # copied, no Ray Train run
+    assert (other.output_dir / "sst2" / "SST-2.tsv").read_text() == (ctx.output_dir / "sst2" / "SST-2.tsv").read_text()
+    copied = [r for r in other.metrics_log.read() if r.get("task") == "sst2"]
+    assert copied == [r for r in ctx.metrics_log.read() if r.get("task") == "sst2"] and copied
+    # Otherwise the next test's lost outputs would be copied back from here.
+    shutil.rmtree(other.output_dir)
 
 
 def test_task_with_lost_outputs_resumes_from_its_checkpoint(sst2_run):
@@ -148,3 +196,26 @@ def test_stsb_pairs_and_regression(ray_session, tmp_path, pretrain_dir, data_dir
     assert len(submission) - 1 == 1379
     assert all(0.0 <= float(row[1]) <= 5.0 for row in submission[1:])
     assert not (tmp_path / "stsb" / "model").exists()
+
+
+def test_gpt_span_and_token_tasks_train_in_parallel(ray_session, tmp_path, pretrain_dir, data_dir, capsys):
+    """CoNLL-2003 (token head) and SQuAD v1.1 (span head) on the GPT, one worker each:
+    both fit on the 2 CPUs, so they train at the same time."""
+    ctx = make_context(tmp_path, pretrain_dir, data_dir, tasks=["conll2003", "squad"], num_workers=1,
+                       max_train_examples=32, max_eval_examples=24, epochs=1, save_model=False,
+                       max_query_len=24, doc_stride=32)
+    started = time.perf_counter()
+    metrics = run(ctx)
+    wall = time.perf_counter() - started
+    assert "training 2 tasks, 2 at a time: conll2003, squad" in capsys.readouterr().out
+    assert 0.0 <= metrics["conll2003/f1"] <= 1.0 and 0.0 <= metrics["conll2003/test_f1"] <= 1.0
+    assert 0.0 <= metrics["squad/exact_match"] <= metrics["squad/f1"] <= 1.0
+    assert metrics["squad/dev_examples"] == 24 and metrics["squad/train_windows"] > 32  # contexts span windows
+    conll_blocks = (tmp_path / "conll2003" / "dev_predictions.txt").read_text().split("\n\n")
+    assert len([b for b in conll_blocks if b.strip()]) == 24
+    predictions = json.loads((tmp_path / "squad" / "predictions.json").read_text())
+    assert len(predictions) == 24 and all(isinstance(answer, str) for answer in predictions.values())
+    assert {r["task"] for r in ctx.metrics_log.read() if "loss" in r} == {"conll2003", "squad"}
+    # Each task's own time covers its whole run: in sequence they could not add up to
+    # more than the stage's.
+    assert wall < metrics["conll2003/seconds"] + metrics["squad/seconds"]

@@ -9,6 +9,7 @@ Writes into `<output_dir>/<task>/`:
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,30 +20,24 @@ from stages.finetune.conll.evaluate import entity_scores, write_conlleval
 from stages.finetune.conll.reader import read_conll
 from stages.finetune.encode import load_task_tokenizer
 from stages.finetune.outputs import write_task_metrics
+from stages.finetune.prepared import PreparedTask
 from stages.finetune.worker import OUTPUTS_NAME, finetune_worker
 
 
 def finetune_conll(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Path, task_dir: Path,
-                   storage_path: Path, metrics_log) -> dict[str, Any]:
+                   storage_path: Path, metrics_log, tracking: dict[str, Any] | None = None) -> dict[str, Any]:
     from stages.finetune.run import build_loop_config
     from stages.training.launch import fit
 
     started = time.perf_counter()
-    tokenizer = load_task_tokenizer(source["tokenizer"], cfg.max_seq_len)
-    sentences = {split: read_conll(Path(data_dir) / spec.directory / name) for split, name in spec.files.items()}
-    sentences["train"] = _sample(sentences["train"], cfg.max_train_examples, seed)
-    for split in ("dev", "test"):
-        sentences[split] = _sample(sentences[split], cfg.max_eval_examples, seed)
-    encoded, first_tokens = {}, {}
-    for split, batch in sentences.items():
-        encoded[split], first_tokens[split] = encode_sentences(tokenizer, batch, spec.labels)
-    print(f"[finetune] {spec.name}: {len(sentences['train'])} train, {len(sentences['dev'])} dev, "
-          f"{len(sentences['test'])} test sentences", flush=True)
+    prepared = prepare_conll(spec, cfg, source=source, data_dir=data_dir, seed=seed)
+    sentences, first_tokens = prepared.data["sentences"], prepared.data["first_tokens"]
+    print(f"[finetune] {spec.name}: {prepared.description}", flush=True)
 
     task_dir.mkdir(parents=True, exist_ok=True)
     result = fit(finetune_worker,
-                 build_loop_config(spec, cfg, seed=seed, source=source, encoded=encoded, task_dir=task_dir,
-                                   metrics_log=metrics_log),
+                 build_loop_config(spec, cfg, seed=seed, source=source, prepared=prepared, task_dir=task_dir,
+                                   metrics_log=metrics_log, tracking=tracking),
                  num_workers=cfg.num_workers, storage_path=storage_path, run_name=spec.name,
                  max_failures=cfg.max_failures, use_gpu=cfg.gpus_per_worker > 0)
     scores: dict[str, float] = {}
@@ -58,11 +53,37 @@ def finetune_conll(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Pa
                "test_examples": len(sentences["test"]), "epochs": cfg.epochs,
                "steps": int(result.metrics.get("step", 0)) if result.metrics else 0,
                "seconds": round(time.perf_counter() - started, 2)}
-    metrics_log.log({"task": spec.name, "dev_f1": scores["f1"], "test_f1": scores["test_f1"]})
     write_task_metrics(task_dir, {"task": spec.name, "primary_metric": spec.metrics[0], **metrics})
     print(f"[finetune] {spec.name}: dev f1={scores['f1']:.4f} test f1={scores['test_f1']:.4f} "
           f"in {metrics['seconds']:.1f}s", flush=True)
     return metrics
+
+
+def prepare_conll(spec, cfg, *, source: dict[str, Any], data_dir: Path, seed: int) -> PreparedTask:
+    """Seeded subsets of the three files, one label per word on its first subword."""
+    tokenizer = load_task_tokenizer(source["tokenizer"], cfg.max_seq_len)
+    sentences = {split: read_conll(Path(data_dir) / spec.directory / name) for split, name in spec.files.items()}
+    sentences["train"] = _sample(sentences["train"], cfg.max_train_examples, seed)
+    for split in ("dev", "test"):
+        sentences[split] = _sample(sentences[split], cfg.max_eval_examples, seed)
+    encoded, first_tokens = {}, {}
+    for split, batch in sentences.items():
+        encoded[split], first_tokens[split] = encode_sentences(tokenizer, batch, spec.labels)
+    return PreparedTask(
+        encoded=encoded,
+        scorers={split: partial(split_scores, spec, sentences[split].tags, first_tokens[split], cfg.max_seq_len)
+                 for split in ("dev", "test")},
+        predict_splits=("dev", "test"), data={"sentences": sentences, "first_tokens": first_tokens},
+        description=f"{len(sentences['train'])} train, {len(sentences['dev'])} dev, "
+                    f"{len(sentences['test'])} test sentences")
+
+
+def split_scores(spec, gold_tags: list[list[str]], first_tokens: list[list[int]], max_seq_len: int,
+                 outputs: np.ndarray) -> dict[str, float]:
+    """Head outputs (N, T * num_labels) -> entity-level scores; what rank 0 logs per
+    evaluation (the driver also writes the conlleval files)."""
+    logits = outputs.reshape(len(gold_tags), max_seq_len, spec.num_labels)
+    return entity_scores(gold_tags, word_predictions(logits, first_tokens, spec.labels))
 
 
 def _sample(sentences, max_examples: int | None, seed: int):

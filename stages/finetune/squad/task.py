@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from stages.finetune.encode import EncodedSplit, load_task_tokenizer, pair_layout, raw_tokenizer
 from stages.finetune.outputs import write_task_metrics
+from stages.finetune.prepared import PreparedTask
 from stages.finetune.squad.decode import decode
 from stages.finetune.squad.evaluate import best_threshold, score_question, squad_scores
 from stages.finetune.squad.reader import SquadExample, read_squad, split_by_article
@@ -30,27 +32,20 @@ from stages.finetune.worker import OUTPUTS_NAME, finetune_worker
 
 
 def finetune_squad(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Path, task_dir: Path,
-                   storage_path: Path, metrics_log) -> dict[str, Any]:
+                   storage_path: Path, metrics_log, tracking: dict[str, Any] | None = None) -> dict[str, Any]:
     from stages.finetune.run import build_loop_config
     from stages.training.launch import fit
 
     started = time.perf_counter()
-    tokenizer = load_task_tokenizer(source["tokenizer"], cfg.max_seq_len)
-    layout, tokenizer = pair_layout(tokenizer), raw_tokenizer(tokenizer)
-    train, dev, split_note = squad_splits(spec, Path(data_dir), cfg.squad_eval_fraction, seed)
-    train, dev = sample(train, cfg.max_train_examples, seed), sample(dev, cfg.max_eval_examples, seed)
-    windows = {name: build_windows(tokenizer, layout, examples, max_seq_len=cfg.max_seq_len,
-                                   doc_stride=cfg.doc_stride, max_query_len=cfg.max_query_len)
-               for name, examples in (("train", train), ("dev", dev))}
-    encoded = {name: EncodedSplit(w.input_ids, w.attention_mask, w.labels, w.token_type_ids)
-               for name, w in windows.items()}
-    print(f"[finetune] {spec.name}: {len(train)} train questions ({len(windows['train'])} windows), "
-          f"{len(dev)} scored ({len(windows['dev'])} windows); {split_note}", flush=True)
+    prepared = prepare_squad(spec, cfg, source=source, data_dir=data_dir, seed=seed)
+    train, dev, windows = prepared.data["train"], prepared.data["dev"], prepared.data["windows"]
+    split_note = prepared.data["split_note"]
+    print(f"[finetune] {spec.name}: {prepared.description}", flush=True)
 
     task_dir.mkdir(parents=True, exist_ok=True)
     result = fit(finetune_worker,
-                 build_loop_config(spec, cfg, seed=seed, source=source, encoded=encoded, task_dir=task_dir,
-                                   metrics_log=metrics_log, predict_splits=("dev",)),
+                 build_loop_config(spec, cfg, seed=seed, source=source, prepared=prepared, task_dir=task_dir,
+                                   metrics_log=metrics_log, tracking=tracking),
                  num_workers=cfg.num_workers, storage_path=storage_path, run_name=spec.name,
                  max_failures=cfg.max_failures, use_gpu=cfg.gpus_per_worker > 0)
     with np.load(task_dir / OUTPUTS_NAME) as outputs:
@@ -67,7 +62,6 @@ def finetune_squad(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Pa
                "train_windows": len(windows["train"]), "dev_windows": len(windows["dev"]),
                "epochs": cfg.epochs, "steps": int(result.metrics.get("step", 0)) if result.metrics else 0,
                "seconds": round(time.perf_counter() - started, 2)}
-    metrics_log.log({"task": spec.name, **{f"dev_{k}": v for k, v in scores.items()}})
     write_task_metrics(task_dir, {"task": spec.name, "primary_metric": spec.metrics[0], "split": split_note,
                                   **metrics})
     print(f"[finetune] {spec.name}: f1={scores['f1']:.4f} exact_match={scores['exact_match']:.4f} "
@@ -85,6 +79,37 @@ def squad_splits(spec, data_dir: Path, eval_fraction: float, seed: int,
     num_articles = len({e.title for e in held_out})
     return train, held_out, (f"no {spec.train_file}: {spec.dev_file} split by article (seed {seed}), "
                              f"{num_articles} held-out articles scored")
+
+
+def prepare_squad(spec, cfg, *, source: dict[str, Any], data_dir: Path, seed: int) -> PreparedTask:
+    """Train and scored questions (the dev file split by article when there is no train
+    file), cut into windows; only the dev split is predicted."""
+    tokenizer = load_task_tokenizer(source["tokenizer"], cfg.max_seq_len)
+    layout, tokenizer = pair_layout(tokenizer), raw_tokenizer(tokenizer)
+    train, dev, split_note = squad_splits(spec, Path(data_dir), cfg.squad_eval_fraction, seed)
+    train, dev = sample(train, cfg.max_train_examples, seed), sample(dev, cfg.max_eval_examples, seed)
+    windows = {name: build_windows(tokenizer, layout, examples, max_seq_len=cfg.max_seq_len,
+                                   doc_stride=cfg.doc_stride, max_query_len=cfg.max_query_len)
+               for name, examples in (("train", train), ("dev", dev))}
+    return PreparedTask(
+        encoded={name: EncodedSplit(w.input_ids, w.attention_mask, w.labels, w.token_type_ids)
+                 for name, w in windows.items()},
+        scorers={"dev": partial(dev_scores, dev, windows["dev"], n_best_size=cfg.n_best_size,
+                                max_answer_len=cfg.max_answer_len, with_null=spec.version == "2.0")},
+        predict_splits=("dev",),
+        data={"train": train, "dev": dev, "windows": windows, "split_note": split_note},
+        description=f"{len(train)} train questions ({len(windows['train'])} windows), {len(dev)} scored "
+                    f"({len(windows['dev'])} windows); {split_note}")
+
+
+def dev_scores(examples: list[SquadExample], windows, outputs: np.ndarray, *, n_best_size: int,
+               max_answer_len: int, with_null: bool) -> dict[str, float]:
+    """Head outputs (N windows, 2T) -> EM/F1 (and v2.0's threshold scores); what rank 0
+    logs after every epoch. The driver decodes once more for the prediction files."""
+    start_logits, end_logits = np.split(outputs, 2, axis=1)  # 2 x (N, T)
+    decoded = decode(examples, windows, start_logits, end_logits,
+                     n_best_size=n_best_size, max_answer_len=max_answer_len)
+    return score_decoded(decoded, examples, with_null=with_null)[0]
 
 
 def score_decoded(decoded, examples: list[SquadExample], with_null: bool) -> tuple[dict[str, float], dict[str, str]]:
