@@ -33,6 +33,7 @@ from stages.finetune.tasks.tsv import read_split
 from stages.models import build_model, save_pretrained
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer
+from tests.wandb_offline import offline_log
 
 pytestmark = pytest.mark.ray
 
@@ -120,12 +121,7 @@ def test_dev_scores_are_logged_per_epoch(sst2_run):
 def test_the_task_streams_its_own_offline_wandb_run(sst2_run):
     ctx, _ = sst2_run
     # The first run of the task (a resume below opens another one).
-    run_dir = sorted((ctx.output_dir / "sst2" / "wandb").glob("offline-run-*"))[0]
-    (data_file,) = run_dir.glob("*.wandb")
-    deadline = time.time() + 30  # wandb's core process finishes the file after finish()
-    while b"dev_accuracy" not in data_file.read_bytes() and time.time() < deadline:
-        time.sleep(0.2)
-    content = data_file.read_bytes()
+    content = offline_log(ctx.output_dir / "sst2", [b"dev_accuracy"], which=0)
     assert b"finetune-test-finetune-sst2-test" in content  # experiment-stage-task-fingerprint
     assert all(key in content for key in (b"loss", b"lr", b"examples_per_s", b"dev_accuracy",
                                           b"train_examples"))

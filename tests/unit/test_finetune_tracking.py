@@ -4,7 +4,6 @@ task's directory, named and tagged with the task; the engine then logs no second
 
 from __future__ import annotations
 
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -13,6 +12,7 @@ from pipeline.wandb_stage_log import log_stage
 from stages.finetune.config import FinetuneConfig
 from stages.finetune.task_tracking import TaskMetricsLog, open_task_tracker, prefixed
 from stages.tracking import MetricsLog
+from tests.wandb_offline import offline_log
 
 
 def experiment(mode: str):
@@ -24,17 +24,6 @@ def loop_config(tmp_path, task: str, mode: str) -> dict:
     return {"task": task, "config": FinetuneConfig(tasks=[task]), "task_dir": str(tmp_path / task),
             "metrics_log": MetricsLog(tmp_path / "metrics.jsonl"),
             "tracking": {"experiment": experiment(mode), "fingerprint": "fp0123456789"}}
-
-
-def offline_log(directory, expected: bytes) -> bytes:
-    """The offline run's .wandb log once it holds `expected` (wandb's core process
-    writes it a moment after finish() returns)."""
-    (run_dir,) = (directory / "wandb").glob("offline-run-*")
-    (data_file,) = run_dir.glob("*.wandb")
-    deadline = time.time() + 30
-    while expected not in data_file.read_bytes() and time.time() < deadline:
-        time.sleep(0.2)
-    return data_file.read_bytes()
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +47,7 @@ def test_each_task_streams_its_own_offline_run(tmp_path):
         tracker.summary({"dev_accuracy": 0.75, "train_examples": 200})
         tracker.finish()
     for task in ("sst2", "rte"):
-        content = offline_log(tmp_path / task, b"dev_accuracy")
+        content = offline_log(tmp_path / task, [b"dev_accuracy"])
         # Run name and tags carry the task and the stage's fingerprint.
         assert f"unit-finetune-{task}-fp012345".encode() in content
         assert b"fp0123456789" in content and b"loss" in content and b"dev_accuracy" in content

@@ -5,12 +5,12 @@ only warns; disabled writes nothing."""
 from __future__ import annotations
 
 import json
-import time
 from types import SimpleNamespace
 
 import pytest
 
 from pipeline.wandb_stage_log import log_stage
+from tests.wandb_offline import offline_log
 
 
 def experiment(mode: str):
@@ -23,17 +23,6 @@ def manifest(stage: str, **metrics) -> dict:
             "config": {"vocab_size": 2048}, "wall_seconds": 1.5, "metrics": metrics}
 
 
-def offline_run(directory, expected: bytes):
-    """The offline run's directory and its .wandb log, once the log holds `expected`:
-    wandb's core process finishes writing it a moment after `run.finish()` returns."""
-    (run_dir,) = (directory / "wandb").glob("offline-run-*")
-    (data_file,) = run_dir.glob("*.wandb")
-    deadline = time.time() + 30
-    while expected not in data_file.read_bytes() and time.time() < deadline:
-        time.sleep(0.2)
-    return run_dir, data_file.read_bytes()
-
-
 @pytest.fixture(autouse=True)
 def quiet_wandb(monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -41,7 +30,8 @@ def quiet_wandb(monkeypatch):
 
 def test_tokenizer_stats_go_to_the_summary_and_a_table(tmp_path):
     assert log_stage(experiment("offline"), manifest("tokenizer", vocab_size=2048, fertility=1.67), tmp_path)
-    run_dir, content = offline_run(tmp_path, b"fertility")
+    content = offline_log(tmp_path, [b"fertility"])
+    (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
     assert b"fertility" in content and b"fp0123456789" in content and b"tokenizer" in content
     (table_file,) = run_dir.rglob("*.table.json")
     table = json.loads(table_file.read_text())
@@ -53,7 +43,7 @@ def test_the_report_is_logged_as_an_artifact(tmp_path):
     (tmp_path / "report.html").write_text("<html>report</html>")
     (tmp_path / "report.md").write_text("# report")
     assert log_stage(experiment("offline"), manifest("report", stages_reported=5), tmp_path)
-    _, content = offline_run(tmp_path, b"report.html")
+    content = offline_log(tmp_path, [b"report.html"])
     assert b"unit-report" in content and b"report.html" in content
 
 
