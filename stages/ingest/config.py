@@ -11,30 +11,51 @@ from stages.section import Section
 
 
 class SourceConfig(Section):
-    """One corpus source: a file, a directory (every file under it) or a glob."""
+    """One corpus source: a file, a directory (every file under it), a glob, or a Hugging
+    Face dataset."""
 
     path: str = Field(
         description="file, directory or glob (e.g. 'corpus/gutenberg/*.txt'); relative paths "
         "resolve against the experiment's data_dir, absolute paths and URLs (s3://, gs://, "
-        "https://...) are read as they are; .gz/.bz2/.zst files are decompressed")
-    format: Literal["text", "jsonl"] = Field(
-        "text", description="text: plain UTF-8 text; jsonl: one JSON object per line")
+        "https://...) are read as they are; .gz/.bz2/.zst files are decompressed. For format "
+        "huggingface: a datasets.save_to_disk directory, else a Hub dataset name")
+    format: Literal["text", "jsonl", "parquet", "csv", "huggingface"] = Field(
+        "text", description="text: plain UTF-8 text; jsonl: one JSON object per line; "
+        "parquet / csv: one document per row; huggingface: a datasets.Dataset, one document "
+        "per row (load_from_disk for a directory, else load_dataset(path, streaming=True)). "
+        "Every record format keeps the other fields as JSON in the `metadata` column")
     text_field: str = Field(
-        "text", description="jsonl only: the field of each JSON object that holds the document")
+        "text", description="jsonl, parquet, csv, huggingface: the field (column) that holds "
+        "the document")
     split: Literal["paragraph", "line", "file"] = Field(
         "paragraph", description="text only: how a file becomes documents: paragraph = "
         "blank-line separated blocks, line = every non-blank line, file = the whole file")
+    csv_delimiter: str = Field(
+        ",", min_length=1, max_length=1, description="csv only: the field separator "
+        "(\"\\t\" for TSV); the first row names the columns")
+    hf_split: str = Field(
+        "train", description="huggingface only: the split to read (train, validation, ...)")
+    hf_config_name: str | None = Field(
+        None, description="huggingface only, Hub datasets: the configuration name (the "
+        "second argument of datasets.load_dataset, e.g. 'wikitext-103-raw-v1')")
 
     @model_validator(mode="after")
     def _options_match_format(self) -> "SourceConfig":
-        if self.format == "jsonl" and self.split != "paragraph":
-            raise ValueError(
-                "'split' applies to format 'text' only (every JSONL line is one document); "
-                "remove 'split' from this source")
-        if self.format == "text" and self.text_field != "text":
-            raise ValueError(
-                "'text_field' applies to format 'jsonl' only; remove it or set format: jsonl")
+        # A key set for another format is a mistake: say which format it belongs to.
+        owners = {"split": ("text",), "text_field": _RECORD_FORMATS,
+                  "csv_delimiter": ("csv",), "hf_split": ("huggingface",),
+                  "hf_config_name": ("huggingface",)}
+        defaults = type(self).model_fields
+        for key in sorted(self.model_fields_set & owners.keys()):
+            if self.format not in owners[key] and getattr(self, key) != defaults[key].default:
+                formats = " / ".join(f"'{name}'" for name in owners[key])
+                raise ValueError(
+                    f"'{key}' applies to format {formats} only, not "
+                    f"'{self.format}'; remove '{key}' from this source or change its format")
         return self
+
+
+_RECORD_FORMATS = ("jsonl", "parquet", "csv", "huggingface")
 
 
 class IngestConfig(Section):

@@ -6,10 +6,9 @@ i maps a 32-bit shingle hash h to (a_i * h + b_i) mod p, p = 2^32 + 15 (prime), 
 signature keeps the minimum per permutation. a_i, b_i come from a fixed seed: the same
 text has the same signature on every machine and run.
 
-The driver (sharding.near_duplicate_masks) walks documents in corpus order; a document
-whose band hash matches a band of an earlier kept document, and whose estimated Jaccard
-similarity with it (fraction of equal signature entries) reaches the threshold, is a
-near-duplicate. First occurrence wins, as for exact dedup.
+The driver (lsh.near_duplicate_masks) finds documents that share a band hash with an
+earlier one and whose estimated Jaccard similarity (fraction of equal signature entries)
+reaches the threshold: near-duplicates. First occurrence wins, as for exact dedup.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Steps 2 and 3 of ingest: exact dedup over the whole corpus (in the driver, on digests
-only), then one task per output shard that copies the kept rows out of the staging files.
+only; near dedup is lsh.py), then one task per output shard that copies the kept rows out
+of the staging files.
 
 Shards are contiguous runs of the corpus order, cut so that each holds about the same
 number of text bytes; the cut depends only on the documents, never on the parallelism.
@@ -14,9 +15,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from stages.ingest.minhash import band_keys
 from stages.ingest.staging import DIGEST_BYTES, DOCUMENT_SCHEMA, CleanedFile
 
+# A digest as two 64-bit halves: numpy sorts this structured type field by field.
+_DIGEST = np.dtype([("high", ">u8"), ("low", ">u8")])
+assert _DIGEST.itemsize == DIGEST_BYTES
 ROW_GROUP_ROWS = 8192  # documents per Parquet row group: readers stream one group at a time
 
 
@@ -33,47 +36,18 @@ class ShardJob:
 
 
 def keep_masks(files: list[CleanedFile], dedup: bool) -> list[np.ndarray]:
-    """Per file, which documents to keep: the first occurrence of each text, in file order."""
-    if not dedup:
-        return [np.ones(f.num_documents, dtype=bool) for f in files]
-    seen: set[bytes] = set()
-    masks = []
-    for f in files:
-        mask = np.zeros(f.num_documents, dtype=bool)
-        for i in range(f.num_documents):
-            digest = f.digests[i * DIGEST_BYTES:(i + 1) * DIGEST_BYTES]
-            if digest not in seen:
-                seen.add(digest)
-                mask[i] = True
-        masks.append(mask)
-    return masks
-
-
-def near_duplicate_masks(files: list[CleanedFile], masks: list[np.ndarray], num_bands: int,
-                         threshold: float) -> list[np.ndarray]:
-    """Narrow `masks` to drop near-duplicates: in corpus order, a document is dropped when
-    one of its LSH bands equals a band of an earlier kept document whose signature agrees
-    with its own on at least `threshold` of the permutations. The driver holds one
-    (file, row) per distinct band key; signatures stay in memory-mapped staging files."""
-    owner: dict[int, tuple[int, int]] = {}  # band key -> (file index, row) of a kept document
-    signatures = [np.load(f.signatures_path, mmap_mode="r") for f in files]
-    narrowed = []
-    for file_index, (f, mask) in enumerate(zip(files, masks, strict=True)):
-        keep = mask.copy()
-        rows = np.flatnonzero(mask)
-        if len(rows):
-            keys = band_keys(np.asarray(signatures[file_index][rows]), num_bands)
-            for row, row_keys in zip(rows.tolist(), keys.tolist(), strict=True):
-                own = signatures[file_index][row]
-                candidates = {owner[k] for k in row_keys if k in owner}
-                if any(np.mean(signatures[cf][cr] == own) >= threshold
-                       for cf, cr in sorted(candidates)):
-                    keep[row] = False
-                    continue
-                for k in row_keys:
-                    owner.setdefault(k, (file_index, row))
-        narrowed.append(keep)
-    return narrowed
+    """Per file, which documents to keep: the first occurrence of each text in corpus order.
+    One sort of the 16-byte digests (16 bytes per document in memory, not a Python set)."""
+    if not files:
+        return []
+    counts = [f.num_documents for f in files]
+    keep = np.ones(sum(counts), dtype=bool)
+    if dedup and len(keep):
+        digests = np.frombuffer(b"".join(f.digests for f in files), dtype=_DIGEST)
+        _, first = np.unique(digests, return_index=True)  # return_index: first occurrences
+        keep[:] = False
+        keep[first] = True
+    return np.split(keep, np.cumsum(counts)[:-1])
 
 
 def plan_shards(files: list[CleanedFile], masks: list[np.ndarray], num_shards: int,

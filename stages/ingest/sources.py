@@ -1,14 +1,16 @@
-"""Corpus sources: config paths -> sorted file lists -> streams of clean documents.
+"""Corpus sources: config paths -> sorted file lists; text files -> clean documents.
 
 Files are opened through fsspec, so a source can be a local path, a glob, or a URL
 (s3://, gs://, https://) where the matching fsspec backend is installed; compressed
 files (.gz, .bz2, .zst) are decompressed on the fly. Every file is read line by line:
-memory stays flat whatever the file size.
+memory stays flat whatever the file size. The record formats (JSONL, CSV, Parquet,
+Hugging Face datasets) are read by records.py on top of what is here.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import io
 import os
 import posixpath
 import re
@@ -34,12 +36,13 @@ class SourceFile:
     name: str
     config_key: str  # "ingest.sources[0]", for error messages
     source: SourceConfig
+    hf_hub: bool = False  # format huggingface: a Hub name, not a save_to_disk directory
 
 
 @dataclass
 class ReadStats:
-    bytes_in: int = 0
-    lines_read: int = 0
+    bytes_in: int = 0    # bytes read (Parquet, datasets: UTF-8 bytes of the text field)
+    lines_read: int = 0  # lines (Parquet, datasets: rows) read so far
     invalid_utf8_replaced: int = 0
     skipped_records: int = 0
     gutenberg_lines_stripped: int = 0
@@ -65,6 +68,12 @@ def resolve_sources(sources: list[SourceConfig], data_dir: Path) -> list[SourceF
         config_key = f"ingest.sources[{index}]"
         pattern, relative = _absolute(source.path, data_dir)
         fs, fs_pattern = fsspec.core.url_to_fs(pattern)
+        if source.format == "huggingface":
+            hf = _huggingface_source(source, config_key, fs, fs_pattern, data_dir, relative)
+            if hf.url not in seen:
+                seen.add(hf.url)
+                files.append(hf)
+            continue
         matches = _list_files(fs, fs_pattern)
         if not matches:
             raise FileNotFoundError(
@@ -82,6 +91,23 @@ def resolve_sources(sources: list[SourceConfig], data_dir: Path) -> list[SourceF
     return files
 
 
+def _huggingface_source(source: SourceConfig, config_key: str, fs, fs_path: str,
+                        data_dir: Path, relative: bool) -> SourceFile:
+    """A save_to_disk directory where the path names one, else a Hub dataset name."""
+    if fs.isdir(fs_path):
+        url = fs_path if _is_local(fs) else fs.unstrip_protocol(fs_path)
+        name = Path(os.path.relpath(fs_path, data_dir)).as_posix() if relative else url
+        return SourceFile(url, name, config_key, source)
+    if not relative:
+        raise FileNotFoundError(
+            f"{config_key}.path = {source.path!r} is not a directory; for format "
+            f"'huggingface' give a datasets.save_to_disk directory or a Hub dataset name")
+    # "wikitext:wikitext-103-raw-v1:train": ids and the source column say which split.
+    name = ":".join(part for part in (source.path, source.hf_config_name, source.hf_split)
+                    if part)
+    return SourceFile(name, name, config_key, source, hf_hub=True)
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     normalization: str = "NFC"
@@ -91,18 +117,28 @@ class ReadOptions:
     strip_gutenberg: bool = False
 
 
-def read_documents(file: SourceFile, options: ReadOptions,
+def text_documents(file: SourceFile, options: ReadOptions,
                    stats: ReadStats) -> Iterator[tuple[int, str]]:
-    """(1-based line where the document starts, clean text) for every document in `file`."""
-    with fsspec.open(file.url, "rb", compression="infer") as stream:
-        lines = _decoded_lines(stream, file, options.invalid_utf8, stats)
-        if file.source.format == "jsonl":
-            yield from _jsonl_documents(lines, file, options, stats)
+    """(1-based line where the document starts, clean text) for every document of a text
+    file, split as its source says."""
+    with open_compressed(file.url) as stream:
+        lines = decoded_lines(stream, file, options.invalid_utf8, stats)
+        if options.strip_gutenberg:
+            lines = _strip_gutenberg(lines, stats)
+        yield from split_documents(lines, file.source.split, options.normalization,
+                                   options.unwrap_lines)
+
+
+@contextlib.contextmanager
+def open_compressed(url: str) -> Iterator[io.IOBase]:
+    """A binary stream of the file's bytes, decompressed by its extension, that iterates
+    by line."""
+    with fsspec.open(url, "rb", compression="infer") as stream:
+        if fsspec.utils.infer_compression(url) == "zstd":
+            # zstandard's reader has no readline (iterating raises UnsupportedOperation).
+            yield io.BufferedReader(stream, buffer_size=1 << 20)
         else:
-            if options.strip_gutenberg:
-                lines = _strip_gutenberg(lines, stats)
-            yield from split_documents(lines, file.source.split, options.normalization,
-                                       options.unwrap_lines)
+            yield stream
 
 
 def _strip_gutenberg(lines: Iterator[str], stats: ReadStats) -> Iterator[str]:
@@ -129,50 +165,9 @@ def _strip_gutenberg(lines: Iterator[str], stats: ReadStats) -> Iterator[str]:
         yield line
 
 
-def _jsonl_documents(lines: Iterator[str], file: SourceFile, options: ReadOptions,
-                     stats: ReadStats) -> Iterator[tuple[int, str]]:
-    for line_number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            text = _record_text(line, line_number, file)
-        except RecordError:
-            if options.on_error == "fail":
-                raise
-            stats.skipped_records += 1
-            continue
-        # The whole record is one document: its paragraphs are cleaned like a text file's.
-        for _, document in split_documents(text.split("\n"), "file", options.normalization,
-                                           options.unwrap_lines):
-            yield line_number, document
-
-
-def _record_text(line: str, line_number: int, file: SourceFile) -> str:
-    field = file.source.text_field
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise RecordError(
-            f"{file.name}:{line_number}: not valid JSON ({error.msg}, column {error.colno}); "
-            f"every line of a {file.config_key} JSONL file must be one JSON object: "
-            f"fix or delete that line (or set ingest.on_error: skip)") from None
-    if not isinstance(record, dict):
-        raise RecordError(
-            f"{file.name}:{line_number}: a JSON {type(record).__name__}, not an object; "
-            f"every line of a {file.config_key} JSONL file must be one JSON object")
-    text = record.get(field)
-    if not isinstance(text, str):
-        problem = ("is missing" if field not in record
-                   else f"is a {type(text).__name__}, not a string")
-        raise RecordError(
-            f"{file.name}:{line_number}: text field {field!r} {problem} (keys: "
-            f"{', '.join(sorted(record))}); set {file.config_key}.text_field to the field "
-            f"that holds the document text")
-    return text
-
-
-def _decoded_lines(stream, file: SourceFile, invalid_utf8: str,
-                   stats: ReadStats) -> Iterator[str]:
+def decoded_lines(stream, file: SourceFile, invalid_utf8: str,
+                  stats: ReadStats) -> Iterator[str]:
+    """The file's lines, decoded by the invalid_utf8 policy, without line endings."""
     for line_number, raw in enumerate(stream, start=1):
         stats.bytes_in += len(raw)
         stats.lines_read = line_number

@@ -5,6 +5,7 @@ staging Parquet file, and return what the driver needs to deduplicate across the
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,9 +14,10 @@ import pyarrow.parquet as pq
 
 from stages.ingest.config import IngestConfig
 from stages.ingest.filters import build_filters
-from stages.ingest.minhash import permutations, signature
+from stages.ingest.minhash import band_keys, permutations, signature
+from stages.ingest.records import record_documents
 from stages.ingest.sentences import split_sentences
-from stages.ingest.sources import ReadOptions, ReadStats, RecordError, SourceFile, read_documents
+from stages.ingest.sources import ReadOptions, ReadStats, RecordError, SourceFile, text_documents
 
 DOCUMENT_SCHEMA = pa.schema([
     pa.field("id", pa.string(), nullable=False),
@@ -23,6 +25,8 @@ DOCUMENT_SCHEMA = pa.schema([
     pa.field("sentences", pa.list_(pa.string()), nullable=False),
     pa.field("source", pa.string(), nullable=False),
     pa.field("source_line", pa.int64(), nullable=False),
+    # Record formats: the record's other fields as a JSON object; null for text files.
+    pa.field("metadata", pa.string(), nullable=True),
 ])
 DIGEST_BYTES = 16
 _FLUSH_ROWS = 8192  # documents buffered before a staging write: bounds memory per task
@@ -38,6 +42,11 @@ class CleanJob:
     def signatures_path(self) -> str | None:
         """Where the MinHash signatures (uint32, one row per kept document) go, if needed."""
         return self.staging_path + ".minhash.npy" if self.config.dedup == "near" else None
+
+    @property
+    def bands_path(self) -> str | None:
+        """Where the LSH band keys go, band-major (uint64, bands x documents), if needed."""
+        return self.staging_path + ".bands.npy" if self.config.dedup == "near" else None
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,7 @@ class CleanedFile:
     digests: bytes         # DIGEST_BYTES per kept document, concatenated
     text_bytes: np.ndarray  # int64 UTF-8 size of each kept document
     signatures_path: str | None
+    bands_path: str | None
 
     @property
     def num_documents(self) -> int:
@@ -90,9 +100,10 @@ def clean_file(job: CleanJob) -> CleanedFile:
         with pq.ParquetWriter(job.staging_path, DOCUMENT_SCHEMA, compression="none"):
             pass  # nothing from a half-read file is kept
         if job.signatures_path:
-            np.save(job.signatures_path, np.zeros((0, config.minhash_permutations), np.uint32))
+            save_minhash(job, np.zeros((0, config.minhash_permutations), np.uint32))
         return CleanedFile(job.staging_path, job.file.config_key, 0, stats.bytes_in, 0, {}, 0,
-                           1, 0, b"", np.zeros(0, dtype=np.int64), job.signatures_path)
+                           1, 0, b"", np.zeros(0, dtype=np.int64), job.signatures_path,
+                           job.bands_path)
 
 
 def _clean_file(job: CleanJob, stats: ReadStats) -> CleanedFile:
@@ -106,7 +117,7 @@ def _clean_file(job: CleanJob, stats: ReadStats) -> CleanedFile:
     minhash = permutations(config.minhash_permutations) if job.signatures_path else None
     documents_in = 0
     with pq.ParquetWriter(job.staging_path, DOCUMENT_SCHEMA, compression="none") as writer:
-        for source_line, text in read_documents(job.file, options, stats):
+        for source_line, text, metadata in read_documents(job.file, options, stats):
             documents_in += 1
             reason = next((f.name for f in filters if f.rejects(text)), None)
             if reason is not None:
@@ -123,16 +134,36 @@ def _clean_file(job: CleanJob, stats: ReadStats) -> CleanedFile:
             columns["sentences"].append(split_sentences(text))
             columns["source"].append(job.file.name)
             columns["source_line"].append(source_line)
+            columns["metadata"].append(metadata)
             if len(columns["id"]) >= _FLUSH_ROWS:
                 _flush(writer, columns)
         _flush(writer, columns)
     if job.signatures_path:
-        np.save(job.signatures_path, np.array(signatures, dtype=np.uint32).reshape(
+        save_minhash(job, np.array(signatures, dtype=np.uint32).reshape(
             len(signatures), config.minhash_permutations))
     return CleanedFile(job.staging_path, job.file.config_key, documents_in, stats.bytes_in,
                        stats.invalid_utf8_replaced, removed, stats.skipped_records, 0,
                        stats.gutenberg_lines_stripped, bytes(digests),
-                       np.array(text_bytes, dtype=np.int64), job.signatures_path)
+                       np.array(text_bytes, dtype=np.int64), job.signatures_path,
+                       job.bands_path)
+
+
+def save_minhash(job: CleanJob, signatures: np.ndarray) -> None:
+    """Signatures (documents x permutations) and their LSH band keys, band-major so that
+    the driver reads one band of a file as one contiguous row (stages/ingest/lsh.py)."""
+    np.save(job.signatures_path, signatures)
+    np.save(job.bands_path, np.ascontiguousarray(
+        band_keys(signatures, job.config.minhash_bands).T))
+
+
+def read_documents(file: SourceFile, options: ReadOptions,
+                   stats: ReadStats) -> Iterator[tuple[int, str, str | None]]:
+    """(location, clean text, metadata JSON or None) for every document of `file`."""
+    if file.source.format == "text":
+        for location, text in text_documents(file, options, stats):
+            yield location, text, None
+    else:
+        yield from record_documents(file, options, stats)
 
 
 def _flush(writer: pq.ParquetWriter, columns: dict[str, list]) -> None:

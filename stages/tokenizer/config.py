@@ -32,6 +32,9 @@ class TokenizerConfig(Section):
     sample_bytes: int = Field(
         50_000_000, ge=1_000, description="UTF-8 bytes of text to train on, drawn uniformly "
         "(seeded by the experiment seed) from the documents; the whole corpus if smaller")
+    sample_documents: int | None = Field(
+        None, ge=1, description="also stop at this many documents, drawn the same way (the "
+        "budget reached first wins); null: sample_bytes alone sets the sample")
     lowercase: bool = Field(
         True, description="wordpiece: lower-case the text (BERT uncased); false for cased")
     strip_accents: bool | None = Field(

@@ -63,7 +63,8 @@ def run(ctx: StageContext) -> dict:
 def train_tokenizer(job: TrainJob) -> dict:
     recipe = build_recipe(job.config)
     tokenizer = build_tokenizer(recipe)
-    sample = TrainingSample(job.shards, job.config.sample_bytes, job.seed)
+    sample = TrainingSample(job.shards, job.config.sample_bytes, job.seed,
+                            job.config.sample_documents)
     start = time.perf_counter()
     tokenizer.train_from_iterator(sample, trainer=recipe.trainer)
     tokenizer = finish_tokenizer(tokenizer, recipe)
@@ -98,6 +99,7 @@ def train_tokenizer(job: TrainJob) -> dict:
         "unknown_rate": round(num_unknown / max(num_tokens, 1), 6),
         "fertility_sample": "heldout" if sample.heldout else "train",
         "sample_bytes_used": sample.bytes_used,
+        "sample_documents_used": sample.documents_used,
     }
 
 

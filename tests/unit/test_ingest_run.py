@@ -45,15 +45,16 @@ def test_documents_have_the_contract_schema_and_locations(tmp_path):
     metrics = ingest(tmp_path / "data", tmp_path / "out", [{"path": "books/*.txt"}])
 
     table = pq.read_table(document_shards(tmp_path / "out"))
-    assert table.schema.names == ["id", "text", "sentences", "source", "source_line"]
+    assert table.schema.names == ["id", "text", "sentences", "source", "source_line",
+                                  "metadata"]
     assert table.schema.types == [pa.string(), pa.string(), pa.list_(pa.string()), pa.string(),
-                                  pa.int64()]
+                                  pa.int64(), pa.string()]
     assert table.to_pylist() == [
         {"id": "books/a.txt:1", "text": "Chapter One", "sentences": ["Chapter One"],
-         "source": "books/a.txt", "source_line": 1},
+         "source": "books/a.txt", "source_line": 1, "metadata": None},
         {"id": "books/a.txt:3", "text": "The first paragraph, hard-wrapped.",
          "sentences": ["The first paragraph, hard-wrapped."], "source": "books/a.txt",
-         "source_line": 3},
+         "source_line": 3, "metadata": None},
     ]
     assert metrics["documents_in"] == 3 and metrics["documents_out"] == 2
     assert metrics["dropped_short"] == 1  # "Tiny" < min_chars
@@ -149,10 +150,16 @@ def test_real_books_lose_bom_crlf_and_repeated_licence(data_dir, tmp_path):
 
 
 def test_config_errors_say_what_to_do():
-    with pytest.raises(ValidationError, match="applies to format 'text' only"):
+    with pytest.raises(ValidationError, match="'split' applies to format 'text' only, not "
+                                              "'jsonl'; remove 'split'"):
         SourceConfig(path="x.jsonl", format="jsonl", split="line")
-    with pytest.raises(ValidationError, match="set format: jsonl"):
+    with pytest.raises(ValidationError, match="'text_field' applies to format 'jsonl' / "
+                                              "'parquet' / 'csv' / 'huggingface' only"):
         SourceConfig(path="x.txt", text_field="body")
+    with pytest.raises(ValidationError, match="'csv_delimiter' applies to format 'csv' only"):
+        SourceConfig(path="x.parquet", format="parquet", csv_delimiter="\t")
+    with pytest.raises(ValidationError, match="'hf_split' applies to format 'huggingface'"):
+        SourceConfig(path="x.csv", format="csv", hf_split="test")
     with pytest.raises(ValidationError):
         IngestConfig(sources=[])
     with pytest.raises(ValidationError):

@@ -63,6 +63,16 @@ def test_training_is_deterministic_and_bounded_by_sample_bytes(ingest_dir, train
     assert other_seed["sample_bytes_used"] != small["sample_bytes_used"]  # another sample
 
 
+def test_a_document_budget_also_bounds_the_sample(ingest_dir, trained, tmp_path):
+    _, metrics = trained
+    few = train(ingest_dir, tmp_path / "few", sample_documents=60)
+    assert 30 < few["sample_documents_used"] <= 60
+    assert few["sample_bytes_used"] < metrics["sample_bytes_used"] / 5
+    # The byte budget still applies when it is reached first.
+    both = train(ingest_dir, tmp_path / "both", sample_documents=10_000, sample_bytes=20_000)
+    assert both["sample_bytes_used"] <= 20_000 and both["sample_documents_used"] < 10_000
+
+
 def test_recipe_fills_every_slot():
     tokenizer = build_tokenizer(build_recipe(TokenizerConfig()))
     assert isinstance(tokenizer.pre_tokenizer, pre_tokenizers.ByteLevel)
