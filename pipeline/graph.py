@@ -39,19 +39,22 @@ class StageSpec:
 
 
 STAGES: tuple[StageSpec, ...] = (
-    # ingest v2: sentences column, filters, near-dedup. tokenizer v2: wordpiece, unigram.
-    StageSpec(name="ingest", entry="stages.ingest.run:run", code_version="2",
+    # ingest v2: sentences column, filters, near-dedup; v3: metadata column, CSV / Parquet /
+    # Hugging Face sources. tokenizer v2: wordpiece, unigram.
+    StageSpec(name="ingest", entry="stages.ingest.run:run", code_version="3",
               experiment_keys=("data_dir",),
               summary_metrics=("documents_out", "bytes_out", "dropped_duplicate")),
     StageSpec(name="tokenizer", entry="stages.tokenizer.run:run", inputs=("ingest",), code_version="2",
               experiment_keys=("seed",), summary_metrics=("vocab_size", "fertility")),
     # dataset v2: mlm and span objectives, per-split stats in index.json.
+    # dataset v3: mlm pairs and masks drawn by the array code (other bytes, same rules).
     StageSpec(name="dataset", entry="stages.dataset.run:run", inputs=("ingest", "tokenizer"),
-              code_version="2", experiment_keys=("seed",), resumes=True,
+              code_version="3", experiment_keys=("seed",), resumes=True,
               summary_metrics=("train_rows", "train_tokens", "validation_tokens")),
-    # pretrain v2: also writes hf/, a Hugging Face folder of the final weights.
+    # pretrain v2: also writes hf/, a Hugging Face folder of the final weights; v3: bert/t5
+    # families (mlm + nsp/sop, span), per-objective metrics, MFU, data wait time.
     StageSpec(name="pretrain", entry="stages.pretrain.run:run", inputs=("dataset", "tokenizer"),
-              code_version="2", experiment_keys=("seed",), resumes=True, scratch_dirs=("ray",),
+              code_version="3", experiment_keys=("seed",), resumes=True, scratch_dirs=("ray",),
               summary_metrics=("steps", "final_loss", "val_loss", "tokens_per_second")),
     StageSpec(name="finetune", entry="stages.finetune.run:run", inputs=("pretrain",),
               experiment_keys=("seed", "data_dir"), resumes=True, scratch_dirs=("ray",),
