@@ -17,7 +17,8 @@ Public API (stable; finetune and pretrain build on it):
     GPTForSequenceClassification(backbone: GPT, num_labels, dropout=None)
         .forward(input_ids, attention_mask=None, labels=None) -> (logits (B,num_labels), loss|None)
             pools the last real token; cross-entropy, or MSE when num_labels == 1
-    build_model(model_cfg: dict | dataclass | pydantic, vocab_size, max_seq_len) -> nn.Module
+    build_model(model_cfg: dict | dataclass | pydantic, vocab_size, max_seq_len=None, **token_ids)
+        -> GPT | BertForPreTraining | T5 (by model_cfg family: gpt | bert | t5)
     save_pretrained(model, directory) -> Path    # model.safetensors + model_config.json
     load_pretrained(directory, device="cpu") -> nn.Module
 

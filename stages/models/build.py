@@ -2,15 +2,18 @@
 (and safetensors, which is torch-only serialisation).
 
     model = build_model(cfg.model, vocab_size=8192, max_seq_len=128)
+    model = build_model({"family": "t5", ...}, vocab_size=8192, pad_token_id=0, eos_token_id=1)
     save_pretrained(model, out_dir)        # out_dir/model.safetensors + model_config.json
     model = load_pretrained(out_dir)       # same class, same weights, eval() not implied
 
-`model_cfg` is the pretrain stage's `model` section (a pydantic model), a dict or a
-dataclass, with `family` plus the architecture fields of that family's config
-(for "gpt": num_layers, hidden_size, num_heads, dropout, layer_norm_eps). vocab_size and
-max_seq_len come from the data (tokenizer and dataset), not from the model section.
+`model_cfg` is the pretrain stage's `model` section (a pydantic model: its
+`architecture()` is used), a dict or a dataclass, with `family` plus the architecture
+fields of that family's config. Families: "gpt" -> GPT (GPTConfig), "bert" ->
+BertForPreTraining (BertConfig), "t5" -> T5 (T5Config). What comes from the data
+(vocab_size, max_seq_len, special token ids) is passed separately and applied to the
+families whose config has that field (T5 has relative positions: no max_seq_len).
 
-model_config.json is `{"family": "gpt", <GPTConfig fields>}`.
+model_config.json is `{"family": <name>, <the family config's fields>}`.
 """
 
 from __future__ import annotations
@@ -24,22 +27,34 @@ from typing import Any
 import torch.nn as nn
 from safetensors.torch import load_model, save_model
 
+from stages.models.bert import BertConfig, BertForPreTraining
 from stages.models.gpt import GPT, GPTConfig
+from stages.models.t5 import T5, T5Config
 
 WEIGHTS_NAME = "model.safetensors"
 CONFIG_NAME = "model_config.json"
 
-# family -> (config dataclass, model class). New families (BERT, T5) register here.
+# family -> (config dataclass, model class): the pretraining model of each family.
 MODEL_FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
     "gpt": (GPTConfig, GPT),
+    "bert": (BertConfig, BertForPreTraining),
+    "t5": (T5Config, T5),
 }
 
 
-def build_model(model_cfg: Any, vocab_size: int, max_seq_len: int) -> nn.Module:
-    """A freshly initialised model of `model_cfg["family"]` (default "gpt")."""
+def build_model(model_cfg: Any, vocab_size: int, max_seq_len: int | None = None,
+                **token_ids: int) -> nn.Module:
+    """A freshly initialised model of `model_cfg["family"]` (default "gpt").
+
+    token_ids: special token ids from the tokenizer/dataset (pad_token_id, eos_token_id,
+    decoder_start_token_id); each is used by the families whose config has it."""
     fields = _as_dict(model_cfg)
     family = fields.pop("family", "gpt")
-    config = _family_config(family, {**fields, "vocab_size": vocab_size, "max_seq_len": max_seq_len})
+    if family in MODEL_FAMILIES:
+        known = {f.name for f in dataclasses.fields(MODEL_FAMILIES[family][0])}
+        from_data = {"vocab_size": vocab_size, "max_seq_len": max_seq_len, **token_ids}
+        fields.update({k: v for k, v in from_data.items() if k in known and v is not None})
+    config = _family_config(family, fields)
     return MODEL_FAMILIES[family][1](config)
 
 
@@ -102,8 +117,10 @@ def _family_of(model: nn.Module) -> str:
 
 
 def _as_dict(model_cfg: Any) -> dict[str, Any]:
-    if hasattr(model_cfg, "model_dump"):  # pydantic section
-        return dict(model_cfg.model_dump())
+    if hasattr(model_cfg, "architecture"):  # the pretrain stage's model section
+        return dict(model_cfg.architecture())
+    if hasattr(model_cfg, "model_dump"):  # another pydantic section
+        return dict(model_cfg.model_dump(exclude_none=True))
     if dataclasses.is_dataclass(model_cfg) and not isinstance(model_cfg, type):
         return dataclasses.asdict(model_cfg)
     if isinstance(model_cfg, Mapping):

@@ -4,21 +4,49 @@ index.json, so they can never disagree with the data."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from stages.section import Section
 
 
+# family -> the ModelConfig fields that apply only to it (the rest apply to every family)
+FAMILY_FIELDS: dict[str, tuple[str, ...]] = {
+    "gpt": (),
+    "bert": ("intermediate_size",),
+    "t5": ("ff_size", "head_size", "num_decoder_layers", "feed_forward", "tie_word_embeddings"),
+}
+# layer_norm_eps when unset: each reference architecture's own value
+DEFAULT_LAYER_NORM_EPS = {"gpt": 1e-5, "bert": 1e-12, "t5": 1e-6}
+
+
 class ModelConfig(Section):
-    family: Literal["gpt"] = Field(
-        "gpt", description="model family; 'gpt' = GPT-2 decoder (pre-LN, learned positions, tied LM head)")
-    num_layers: int = Field(2, ge=1, description="number of Transformer blocks")
+    family: Literal["gpt", "bert", "t5"] = Field(
+        "gpt", description="model family, which fixes the pretraining objective: 'gpt' = GPT-2 "
+        "decoder (pre-LN, learned positions, tied LM head) trained on clm; 'bert' = BERT encoder "
+        "with MLM + NSP/SOP heads trained on mlm; 't5' = T5 encoder-decoder trained on span")
+    num_layers: int = Field(2, ge=1, description="number of Transformer blocks (t5: encoder blocks)")
     hidden_size: int = Field(128, ge=8, description="residual stream width (d_model)")
     num_heads: int = Field(4, ge=1, description="attention heads; must divide hidden_size")
     dropout: float = Field(0.0, ge=0, lt=1, description="dropout on embeddings, attention and MLP outputs")
-    layer_norm_eps: float = Field(1e-5, gt=0, description="LayerNorm epsilon (GPT-2 uses 1e-5)")
+    layer_norm_eps: float | None = Field(
+        None, gt=0, description="LayerNorm (t5: RMSNorm) epsilon; unset = the family's own "
+        "(gpt 1e-5, bert 1e-12, t5 1e-6)")
+    intermediate_size: int | None = Field(
+        None, ge=1, description="bert only: feed-forward inner width; unset = 4 x hidden_size")
+    ff_size: int | None = Field(
+        None, ge=1, description="t5 only: feed-forward inner width (d_ff); unset = 4 x hidden_size")
+    head_size: int | None = Field(
+        None, ge=1, description="t5 only: width of each attention head (d_kv); unset = "
+        "hidden_size / num_heads")
+    num_decoder_layers: int | None = Field(
+        None, ge=1, description="t5 only: decoder blocks; unset = num_layers")
+    feed_forward: Literal["relu", "gated-gelu"] | None = Field(
+        None, description="t5 only: 'relu' (T5 v1.0) or 'gated-gelu' (T5 v1.1); unset = relu")
+    tie_word_embeddings: bool | None = Field(
+        None, description="t5 only: share the LM head with the token embedding (v1.0: true, "
+        "v1.1: false); unset = true")
 
     @model_validator(mode="after")
     def _heads_divide_hidden_size(self) -> "ModelConfig":
@@ -30,6 +58,49 @@ class ModelConfig(Section):
                 "or change hidden_size"
             )
         return self
+
+    @model_validator(mode="after")
+    def _fields_belong_to_the_family(self) -> "ModelConfig":
+        other_families = {name for family, names in FAMILY_FIELDS.items() if family != self.family
+                          for name in names} - set(FAMILY_FIELDS[self.family])
+        misplaced = sorted(name for name in other_families if getattr(self, name) is not None)
+        if misplaced:
+            owners = {name: family for family, names in FAMILY_FIELDS.items() for name in names}
+            which = ", ".join(f"{name} ({owners[name]} only)" for name in misplaced)
+            raise ValueError(
+                f"family={self.family!r} does not use {which}; remove them or set the "
+                f"family they belong to")
+        return self
+
+    def architecture(self) -> dict[str, Any]:
+        """The fields of the family's model config (stages.models.build_model's input):
+        family, the shared fields, and this family's own fields with their defaults."""
+        fields: dict[str, Any] = {
+            "family": self.family, "num_layers": self.num_layers, "hidden_size": self.hidden_size,
+            "num_heads": self.num_heads, "dropout": self.dropout,
+            "layer_norm_eps": self.layer_norm_eps or DEFAULT_LAYER_NORM_EPS[self.family],
+        }
+        if self.family == "bert":
+            fields["intermediate_size"] = self.intermediate_size or 4 * self.hidden_size
+        if self.family == "t5":
+            fields.update(
+                ff_size=self.ff_size or 4 * self.hidden_size,
+                head_size=self.head_size or self.hidden_size // self.num_heads,
+                num_decoder_layers=self.num_decoder_layers or self.num_layers,
+                feed_forward=self.feed_forward or "relu",
+                tie_word_embeddings=True if self.tie_word_embeddings is None else self.tie_word_embeddings,
+            )
+        return fields
+
+
+class LossScalingConfig(Section):
+    initial_scale_power: int = Field(
+        16, ge=0, le=32, description="fp16: the loss scale starts at 2**initial_scale_power")
+    loss_scale_window: int = Field(
+        1000, ge=1, description="fp16: double the loss scale after this many steps without overflow")
+    hysteresis: int = Field(
+        2, ge=1, description="fp16: overflowing steps (skipped) in a row before the scale is halved")
+    min_loss_scale: float = Field(1.0, gt=0, description="fp16: the loss scale never drops below this")
 
 
 class PretrainConfig(Section):
@@ -43,16 +114,32 @@ class PretrainConfig(Section):
         2, ge=0, le=3,
         description="DeepSpeed ZeRO stage: 0 plain data parallel, 1 shard optimizer state, "
         "2 also gradients, 3 also parameters")
-    precision: Literal["fp32", "bf16"] = Field(
-        "fp32", description="training precision; bf16 keeps fp32 master weights in the optimizer")
+    precision: Literal["fp32", "bf16", "fp16"] = Field(
+        "fp32", description="training precision; bf16 and fp16 keep fp32 master weights in the "
+        "optimizer; fp16 adds dynamic loss scaling (pretrain.loss_scaling) and needs GPUs "
+        "(DeepSpeed's CPU accelerator has no fp16)")
+    loss_scaling: LossScalingConfig = Field(
+        default_factory=LossScalingConfig, description="fp16 dynamic loss scaling")
+    offload_optimizer: bool = Field(
+        False, description="ZeRO-Offload: keep optimizer state and fp32 master weights in CPU "
+        "memory and step them there (torch AdamW); needs zero_stage >= 1")
+    offload_param: bool = Field(
+        False, description="also keep the parameters in CPU memory between uses; needs "
+        "zero_stage 3")
+    deepspeed_config: str | None = Field(
+        None, description="path to a DeepSpeed JSON file deep-merged over the generated config "
+        "(the file wins; every value of ours it changes is logged and listed in the stage "
+        "metrics as deepspeed_overrides); relative to the directory the pipeline runs in")
     micro_batch_size: int = Field(8, ge=1, description="sequences per worker per forward/backward pass")
     gradient_accumulation_steps: int = Field(
         1, ge=1, description="micro batches per optimizer step; global batch = "
         "micro_batch_size x gradient_accumulation_steps x num_workers")
     lr: float = Field(1e-3, gt=0, description="peak learning rate (AdamW), reached after warmup")
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="final learning rate as a fraction of lr")
-    lr_decay: Literal["cosine", "linear", "constant"] = Field(
-        "cosine", description="shape of the decay from lr to lr * min_lr_ratio after warmup")
+    lr_decay: Literal["cosine", "linear", "constant", "inverse_sqrt"] = Field(
+        "cosine", description="shape of the decay from lr to lr * min_lr_ratio after warmup; "
+        "inverse_sqrt = lr * sqrt(warmup_steps / step) (the Transformer paper's schedule; "
+        "needs warmup_steps >= 1, ignores min_lr_ratio and max_steps)")
     warmup_steps: int = Field(
         20, ge=0, description="optimizer steps of linear warmup from ~0 to lr (a warmup longer "
         "than max_steps is allowed: a short smoke run then never reaches the peak lr)")
@@ -61,6 +148,13 @@ class PretrainConfig(Section):
     adam_betas: tuple[float, float] = Field((0.9, 0.95), description="AdamW (beta1, beta2)")
     gradient_clipping: float = Field(1.0, ge=0, description="clip the global gradient norm to this; 0 = off")
     max_steps: int = Field(200, ge=1, description="optimizer steps to train for (resumed runs end here too)")
+    label_smoothing: float = Field(
+        0.0, ge=0, lt=1, description="label smoothing of every training cross-entropy (LM "
+        "tokens and NSP/SOP); validation losses and perplexity are always without it")
+    peak_tflops: float = Field(
+        1.0, gt=0, description="peak dense TFLOP/s of one worker's device, the denominator of "
+        "MFU (model FLOPs utilisation); the default suits a few CPU cores, set e.g. 989 for "
+        "an H100 SXM in bf16")
     log_every: int = Field(
         1, ge=1, description="write a metrics.jsonl record every this many steps (loss averaged "
         "over them); each record costs one tiny all-reduce")
@@ -72,3 +166,20 @@ class PretrainConfig(Section):
     max_failures: int = Field(
         1, ge=0, description="restart the workers from the last checkpoint up to this many times "
         "when a worker or node dies")
+
+    @model_validator(mode="after")
+    def _precision_offload_and_schedule_fit_together(self) -> "PretrainConfig":
+        if self.precision == "fp16" and self.gpus_per_worker == 0:
+            raise ValueError(
+                "precision fp16 needs GPUs: DeepSpeed's CPU accelerator cannot train in fp16. "
+                "Use precision bf16 (or fp32) on CPUs, or set gpus_per_worker: 1")
+        if self.offload_optimizer and self.zero_stage == 0:
+            raise ValueError("offload_optimizer needs zero_stage 1, 2 or 3 (it moves the ZeRO-"
+                             "sharded optimizer state); set zero_stage or offload_optimizer: false")
+        if self.offload_param and self.zero_stage != 3:
+            raise ValueError(f"offload_param needs zero_stage 3 (only ZeRO-3 shards parameters), "
+                             f"zero_stage is {self.zero_stage}; set zero_stage: 3 or offload_param: false")
+        if self.lr_decay == "inverse_sqrt" and self.warmup_steps == 0:
+            raise ValueError("lr_decay inverse_sqrt needs warmup_steps >= 1 (the lr peaks at the "
+                             "end of warmup and decays as sqrt(warmup_steps / step) after it)")
+        return self

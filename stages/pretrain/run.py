@@ -1,14 +1,18 @@
 """The pretrain stage (driver side): train a model on the dataset stage's shards with Ray
-Train + DeepSpeed ZeRO, and export it.
+Train + DeepSpeed ZeRO, and export it. The dataset's objective picks what is trained:
+clm -> GPT, mlm (+ nsp / sop) -> BERT with its pretraining heads, span -> T5; it must
+match pretrain.model.family.
 
 Reads   ctx.inputs["dataset"]/index.json + Arrow shards (train and validation splits)
         ctx.inputs["tokenizer"]/tokenizer.json
 Writes  ctx.output_dir/metrics.jsonl   one record per log_every / eval_every steps
         ctx.output_dir/ray/pretrain/   Ray Train run state and checkpoints (to resume)
+        ctx.output_dir/deepspeed_config.json   the DeepSpeed config we generated, the user's
+                                       pretrain.deepspeed_config file, the merge, overrides
         ctx.output_dir/model/          model.safetensors, model_config.json, tokenizer.json
         ctx.output_dir/hf/             the same weights as a Hugging Face folder (config.json,
-                                       model.safetensors, tokenizer files) that
-                                       transformers.AutoModelForCausalLM.from_pretrained loads
+                                       model.safetensors, tokenizer files): GPT2LMHeadModel,
+                                       BertForPreTraining or T5ForConditionalGeneration
 
 Calling `run` again with the same output_dir (after the driver was killed, say) resumes
 from the last committed checkpoint and still ends at max_steps.
@@ -24,29 +28,35 @@ from typing import Any
 from stages.data.packed import read_index
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.train_loop import train_loop_per_worker
+from stages.training.deepspeed_config import resolve_deepspeed_config
 from stages.training.launch import fit
 
 RUN_NAME = "pretrain"
 SUMMARY_KEYS = (
     "steps", "final_loss", "val_loss", "val_perplexity", "tokens_per_second",
-    "num_parameters", "resumed_from_step",
+    "num_parameters", "resumed_from_step", "mfu",
 )
 
 
 def run(ctx) -> dict[str, Any]:
     """Train, export, and return the stage metrics: steps, final_loss, val_loss,
-    val_perplexity, tokens_per_second, num_parameters, resumed_from_step, wall_seconds."""
+    val_perplexity, tokens_per_second, num_parameters, resumed_from_step, mfu,
+    wall_seconds, and the last validation's per-objective val_<part>_loss / _accuracy."""
     started = time.time()
     cfg: PretrainConfig = ctx.config
     dataset_dir = Path(ctx.inputs["dataset"]).resolve()
     tokenizer_path = Path(ctx.inputs["tokenizer"]).resolve() / "tokenizer.json"
-    index = read_dataset_index(dataset_dir)
+    index = read_dataset_index(dataset_dir, cfg.model.family)
     if not tokenizer_path.is_file():
         raise FileNotFoundError(f"{tokenizer_path} not found: the tokenizer stage's output is incomplete")
 
     output_dir = Path(ctx.output_dir).resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
+    # Read and merged here, so a broken file fails before Ray starts; logged and written
+    # to output_dir/deepspeed_config.json.
+    user_deepspeed_config, deepspeed_overrides = resolve_deepspeed_config(cfg, output_dir)
     loop_config = {
+        "user_deepspeed_config": user_deepspeed_config,
         "pretrain": cfg.model_dump(),
         "seed": ctx.experiment.seed,
         "dataset_dir": str(dataset_dir),
@@ -54,6 +64,7 @@ def run(ctx) -> dict[str, Any]:
         "output_dir": str(output_dir),
         "seq_len": index["seq_len"],
         "vocab_size": index["vocab_size"],
+        "token_ids": model_token_ids(index),
         # Rank 0 opens the tracker (this JSONL log + wandb per tracking.wandb.mode)
         # inside the worker: a live wandb run cannot be pickled across to it.
         "metrics_log": ctx.metrics_log,
@@ -72,6 +83,9 @@ def run(ctx) -> dict[str, Any]:
     export_hugging_face(output_dir, tokenizer_path)
     reported = result.metrics or {}
     metrics = {key: reported.get(key) for key in SUMMARY_KEYS}
+    metrics.update({key: value for key, value in reported.items() if key.startswith("val_")})
+    if cfg.deepspeed_config:
+        metrics["deepspeed_overrides"] = "; ".join(map(str, deepspeed_overrides)) or "none"
     metrics["wall_seconds"] = time.time() - started
     return metrics
 
@@ -88,15 +102,15 @@ def export_hugging_face(output_dir: Path, tokenizer_path: Path) -> Path:
     return export_hf(model, output_dir / "hf", tokenizer_path, special_tokens)
 
 
-def read_dataset_index(dataset_dir: Path) -> dict[str, Any]:
-    """The dataset's index.json, checked for what pretraining a GPT needs."""
+def read_dataset_index(dataset_dir: Path, family: str) -> dict[str, Any]:
+    """The dataset's index.json, checked for what pretraining `family` needs: its
+    objective (a clear error naming dataset.objective and pretrain.model.family) and
+    non-empty train and validation splits."""
+    from stages.pretrain.objectives import build_objective
+
     index = read_index(dataset_dir)  # a clear error if the dataset stage did not finish
     index_path = dataset_dir / "index.json"
-    if index.get("objective") != "clm":
-        raise ValueError(
-            f"{index_path}: objective is {index.get('objective')!r}, but the gpt family "
-            "trains on causal LM sequences; set dataset.objective: clm"
-        )
+    build_objective(index, family, index_path)
     for split in ("train", "validation"):
         if not index.get("splits", {}).get(split, {}).get("rows"):
             raise ValueError(
@@ -104,3 +118,12 @@ def read_dataset_index(dataset_dir: Path) -> dict[str, Any]:
                 "write both train and validation rows (check dataset.validation_fraction)"
             )
     return index
+
+
+def model_token_ids(index: dict[str, Any]) -> dict[str, int]:
+    """Special token ids the model config takes from the data (each family uses those it
+    has: BERT pads with pad_id; T5 also ends targets with eos_id and starts decoding from
+    pad_id, as the span loader's decoder_input_ids do)."""
+    ids = {"pad_token_id": index.get("pad_id"), "eos_token_id": index.get("eos_id"),
+           "decoder_start_token_id": index.get("pad_id")}
+    return {name: value for name, value in ids.items() if value is not None}

@@ -5,18 +5,33 @@ Driver side (launch.py):
         max_failures=0, use_gpu=False, checkpoints_to_keep=2) -> ray.train.Result
         Same storage_path + run_name again = resume from the last committed checkpoint.
 
+Driver side, before fit (deepspeed_config.py):
+    resolve_deepspeed_config(cfg, output_dir) -> (user's DeepSpeed dict | None, overrides)
+        reads cfg.deepspeed_config (a JSON file; errors name file and line), logs each
+        value of ours it overrides, writes output_dir/deepspeed_config.json
+
 Worker side (inside train_loop_per_worker):
+    create_engine(model, cfg, user_deepspeed_config=None) -> DeepSpeed engine
+        the one call a training loop needs: config from cfg (+ the user's dict merged
+        over it), AdamW, schedule; a clear error for fp16 where the accelerator has none
     build_deepspeed_config(*, micro_batch_size, gradient_accumulation_steps=1,
-                           zero_stage=0, gradient_clipping=1.0, precision="fp32") -> dict
+                           zero_stage=0, gradient_clipping=1.0, precision="fp32",
+                           offload_optimizer=False, offload_param=False,
+                           loss_scaling=LossScaling()) -> dict
+    deepspeed_config_for(cfg, user_config=None) -> (dict, [Override])
+    merge_deepspeed_config(ours, theirs) -> (merged, [Override])   (deepspeed_overrides.py)
     build_param_groups(model, weight_decay) -> AdamW groups (no decay on biases/norms)
     WarmupDecaySchedule(warmup_steps, max_steps, decay="cosine", min_lr_ratio=0.1)
-        a picklable LambdaLR multiplier: linear warmup, then cosine/linear/constant
+        a picklable LambdaLR multiplier: linear warmup, then cosine/linear/constant/
+        inverse_sqrt
     initialize_engine(model, *, ds_config, lr, weight_decay, schedule, betas=(0.9, 0.95))
         -> DeepSpeed engine over torch AdamW + LambdaLR(schedule)
     optimizer_step(engine) -> grad norm (float) at accumulation boundaries, else None
         engine.step() plus the pre-clipping global gradient norm, for every ZeRO stage
     full_fp32_state_dict(engine) -> {name: fp32 CPU tensor}   (collective; any ZeRO stage)
     restore_latest(engine) -> extra_state dict (with "step") | None   (collective)
+        on any number of workers: a checkpoint written by another world size is
+        converted to DeepSpeed's universal checkpoint and loaded from that
     report_checkpoint(engine, step, extra_state: dict, metrics: dict)  (collective)
 
 Nothing is imported here, so `import stages.training` stays free of torch and Ray.

@@ -18,13 +18,30 @@ Each rank writes its files into its own temporary directory and reports it; Ray 
 merges the ranks' files into one checkpoint directory in storage (the file names never
 collide) and commits it only when every rank has reported, which makes
 `ray.train.report` a barrier.
+
+Resuming on another number of workers (2 -> 1, 1 -> 2, ...): the world size each
+checkpoint was written by is in its extra state, so restore_latest notices the change.
+ZeRO shards and the bf16 optimizer's fp32 partitions are per rank, so such a checkpoint
+is first converted into DeepSpeed's universal checkpoint (deepspeed.checkpoint.
+ds_to_universal: one fp32 file per parameter with its Adam moments, sliceable for any
+world size) and loaded with DeepSpeed's `load_universal` switch. Each rank converts into
+its own local temporary directory: nothing is written to the run's storage and it works
+when ranks share no file system; it costs one read of the checkpoint per rank. A ZeRO-0
+fp32 checkpoint holds the whole optimizer in rank 0's file and loads on any world size
+as it is. Our extra state then comes from rank 0: the data loader position is global
+(stages.data.loader), so every rank can continue from it; RNG streams cannot be
+resharded, so ranks without a saved stream of their own are reseeded from (step, rank).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import random
 import shutil
 import tempfile
+from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +49,9 @@ import numpy as np
 import torch
 
 EXTRA_STATE_NAME = "extra_state_rank{rank}.pt"
+UNIVERSAL_TAG_FILE = "latest_universal"  # the name DeepSpeed's load_universal reads
+
+logger = logging.getLogger(__name__)
 
 
 def report_checkpoint(engine, step: int, extra_state: dict[str, Any], metrics: dict[str, Any]) -> None:
@@ -62,7 +82,8 @@ def report_checkpoint(engine, step: int, extra_state: dict[str, Any], metrics: d
 
 def restore_latest(engine) -> dict[str, Any] | None:
     """Load the last committed checkpoint into `engine`, restore this rank's RNG states,
-    and return the extra state saved with it (including "step"); None if there is none."""
+    and return the extra state saved with it (including "step", and "world_size" of the
+    run that wrote it); None if there is none. Works on any world size (module doc)."""
     import ray.train
 
     checkpoint = ray.train.get_checkpoint()
@@ -71,29 +92,107 @@ def restore_latest(engine) -> dict[str, Any] | None:
     rank = ray.train.get_context().get_world_rank()
     world_size = ray.train.get_context().get_world_size()
     with checkpoint.as_directory() as directory:
-        state_path = Path(directory) / EXTRA_STATE_NAME.format(rank=rank)
-        if not state_path.is_file():
-            raise RuntimeError(
-                f"checkpoint {checkpoint.path} has no {state_path.name}: it was written by "
-                f"fewer than {world_size} workers. Resume with the num_workers it was "
-                "written with, or delete the run's storage directory to start over."
+        directory = Path(directory)
+        state = read_extra_state(directory, rank, world_size, where=str(checkpoint.path))
+        if state["world_size"] == world_size:
+            load_path, _ = engine.load_checkpoint(
+                str(directory), load_optimizer_states=True, load_lr_scheduler_states=True
             )
-        # Our own file, holding numpy RNG state and loader dicts: not weights-only.
-        state = torch.load(state_path, weights_only=False)
-        if state["world_size"] != world_size:
-            raise RuntimeError(
-                f"checkpoint {checkpoint.path} was written by {state['world_size']} workers, "
-                f"this run has {world_size}: ZeRO shards and data positions are per worker. "
-                f"Set num_workers={state['world_size']} to resume, or delete the run's "
-                "storage directory to start over."
-            )
-        load_path, _ = engine.load_checkpoint(
-            directory, load_optimizer_states=True, load_lr_scheduler_states=True
-        )
+        else:
+            logger.warning("resuming a checkpoint of %d workers on %d: resharding it",
+                           state["world_size"], world_size)
+            load_path = _load_resharded(engine, directory)
         if load_path is None:
             raise RuntimeError(f"DeepSpeed found no checkpoint to load in {checkpoint.path}")
-    restore_rng_state(state.pop("rng"))
+    if "rng" in state:
+        restore_rng_state(state.pop("rng"))
+    else:  # a rank the writing run did not have
+        seed_rng(state["step"], rank)
     return state
+
+
+def read_extra_state(directory: Path, rank: int, world_size: int, where: str) -> dict[str, Any]:
+    """This rank's extra state if the checkpoint was written by as many workers as there
+    are now; otherwise rank 0's, without its RNG states (they belong to another layout)."""
+    own = directory / EXTRA_STATE_NAME.format(rank=rank)
+    first = directory / EXTRA_STATE_NAME.format(rank=0)
+    if not first.is_file():
+        raise RuntimeError(
+            f"checkpoint {where} has no {first.name}: it is not a checkpoint of this trainer "
+            "(or was damaged); delete the run's storage directory to start over")
+    # Our own files, holding numpy RNG state and loader dicts: not weights-only.
+    state = torch.load(own if own.is_file() else first, weights_only=False)
+    if not own.is_file():
+        state.pop("rng")
+    return state
+
+
+def _load_resharded(engine, directory: Path) -> str | None:
+    """Load a checkpoint written by another number of workers (module doc)."""
+    tag = (directory / "latest").read_text().strip()
+    if not list((directory / tag).glob("*optim_states.pt")):
+        # No per-rank optimizer shards (ZeRO-0 in fp32): rank 0's file holds everything.
+        load_path, _ = engine.load_checkpoint(
+            str(directory), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=True)
+        return load_path
+    with tempfile.TemporaryDirectory(prefix="universal-checkpoint-") as universal_dir:
+        convert_to_universal(directory / tag, Path(universal_dir) / tag)
+        (Path(universal_dir) / UNIVERSAL_TAG_FILE).write_text(tag)
+        # DeepSpeed reads this switch (config "checkpoint": {"load_universal": true}) at
+        # load time only, so it is turned on for this one load: the engine was built
+        # before anyone knew the checkpoint's world size, and later saves stay ordinary.
+        previous = engine._config.load_universal_checkpoint
+        engine._config.load_universal_checkpoint = True
+        # DeepSpeed 0.19.8's ZeRO-3 universal load gives every parameter group the first
+        # group's hyperparameters (our no-decay group came back with weight decay 0.1),
+        # and one shared `step` tensor to every group's Adam state (so each optimizer
+        # step advanced it once per group, skewing the bias correction). The groups'
+        # settings come from our config anyway, so they are put back, and each state gets
+        # its own step counter. The lr stays as loaded: it is the restored schedule's.
+        settings = [{key: value for key, value in group.items() if key not in ("params", "lr", "initial_lr")}
+                    for group in engine.optimizer.param_groups]
+        try:
+            load_path, _ = engine.load_checkpoint(
+                universal_dir, tag=tag, load_optimizer_states=True, load_lr_scheduler_states=True)
+        finally:
+            engine._config.load_universal_checkpoint = previous
+        for group, setting in zip(engine.optimizer.param_groups, settings, strict=True):
+            group.update(setting)
+        base_optimizer = getattr(engine.optimizer, "optimizer", engine.optimizer)
+        for state in base_optimizer.state.values():
+            if torch.is_tensor(state.get("step")):
+                state["step"] = state["step"].clone()
+    return load_path
+
+
+def convert_to_universal(tag_dir: Path, output_dir: Path) -> None:
+    """DeepSpeed's ds_to_universal on one checkpoint tag directory, in this process (no
+    worker pool: a Ray worker may not be allowed to fork many) and quietly (it prints
+    and draws progress bars)."""
+    from deepspeed.checkpoint.ds_to_universal import main as ds_to_universal
+
+    args = Namespace(
+        input_folder=str(tag_dir), output_folder=str(output_dir),
+        num_extract_workers=1, num_merge_workers=1, keep_temp_folder=False, strict=True,
+        # Megatron-DeepSpeed records per-parameter layout hints; a plain model has none
+        # (nothing is tensor-parallel), and the converter then wants them injected.
+        inject_missing_state=True,
+    )
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        try:
+            ds_to_universal(args)
+        except Exception as error:
+            raise RuntimeError(f"converting {tag_dir} to a universal checkpoint failed: {error}\n"
+                               f"{output.getvalue()[-2000:]}") from error
+
+
+def seed_rng(step: int, rank: int) -> None:
+    """Fresh, distinct streams for a rank with no saved RNG state."""
+    seed = 1_000_003 * step + rank
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
 
 
 def capture_rng_state() -> dict[str, Any]:

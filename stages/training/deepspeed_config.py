@@ -1,6 +1,7 @@
 """DeepSpeed config and optimizer parameter groups from our own settings.
 
     ds_config = build_deepspeed_config(micro_batch_size=8, zero_stage=2)
+    ds_config, overrides = deepspeed_config_for(pretrain_cfg, user_config)  # from a config section
     optimizer = torch.optim.AdamW(build_param_groups(model, weight_decay=0.1), lr=1e-3)
     engine, optimizer, _, scheduler = deepspeed.initialize(
         model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
@@ -9,6 +10,11 @@ We hand DeepSpeed a torch optimizer (a "client optimizer") instead of naming one
 config: DeepSpeed's own Adam on CPU is a C++ extension that would be JIT-compiled on
 every fresh machine. ZeRO refuses client optimizers it has not tested unless
 `zero_allow_untested_optimizer` is set; AdamW is a plain torch optimizer and works.
+ZeRO-Offload also insists on its own CPU Adam unless `zero_force_ds_cpu_optimizer` is
+false; with it false, torch AdamW steps the offloaded fp32 state on the CPU (verified
+for ZeRO 1, 2 and 3, with and without parameter offload, on DeepSpeed 0.19.8). On a GPU
+DeepSpeed's CPU Adam would step faster; it is a config merge away
+(`pretrain.deepspeed_config`), not our default, because it needs a compiler.
 
 The global batch is micro_batch_size x gradient_accumulation_steps x world size;
 DeepSpeed derives it from the first two and the process group, so the same config serves
@@ -17,11 +23,32 @@ any number of workers. This module does not import DeepSpeed (the config is a di
 
 from __future__ import annotations
 
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch.nn as nn
 
-PRECISIONS = ("fp32", "bf16")
+from stages.training.deepspeed_overrides import Override, merge_deepspeed_config, read_deepspeed_json
+
+logger = logging.getLogger(__name__)
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class LossScaling:
+    """fp16's dynamic loss scaling (DeepSpeed's fp16 section): start at
+    2**initial_scale_power, halve after `hysteresis` consecutive overflowing steps (the
+    step is skipped), double after `loss_scale_window` steps without one, never go below
+    min_loss_scale."""
+
+    initial_scale_power: int = 16
+    loss_scale_window: int = 1000
+    hysteresis: int = 2
+    min_loss_scale: float = 1.0
 
 
 def build_deepspeed_config(
@@ -31,9 +58,14 @@ def build_deepspeed_config(
     zero_stage: int = 0,
     gradient_clipping: float = 1.0,
     precision: str = "fp32",
+    offload_optimizer: bool = False,
+    offload_param: bool = False,
+    loss_scaling: LossScaling = LossScaling(),
 ) -> dict[str, Any]:
     """A DeepSpeed config dict. zero_stage 0 = plain data parallel, 1 = shard optimizer
-    state, 2 = also gradients, 3 = also parameters. gradient_clipping 0 disables it."""
+    state, 2 = also gradients, 3 = also parameters. gradient_clipping 0 disables it.
+    offload_optimizer keeps optimizer state and fp32 master weights in CPU memory (ZeRO
+    1-3); offload_param also the parameters (ZeRO-3 only). loss_scaling applies to fp16."""
     if zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage}")
     if precision not in PRECISIONS:
@@ -43,22 +75,53 @@ def build_deepspeed_config(
             "micro_batch_size and gradient_accumulation_steps must be >= 1, got "
             f"{micro_batch_size} and {gradient_accumulation_steps}"
         )
+    if offload_optimizer and zero_stage == 0:
+        raise ValueError("offload_optimizer needs zero_stage 1, 2 or 3 (ZeRO-Offload moves the "
+                         "sharded optimizer state); got zero_stage 0")
+    if offload_param and zero_stage != 3:
+        raise ValueError(f"offload_param needs zero_stage 3 (only ZeRO-3 shards parameters); "
+                         f"got zero_stage {zero_stage}")
     config: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": micro_batch_size,  # "per gpu" = per worker
         "gradient_accumulation_steps": gradient_accumulation_steps,
         "gradient_clipping": gradient_clipping,
-        "zero_optimization": _zero_section(zero_stage),
+        "zero_optimization": _zero_section(zero_stage, offload_optimizer, offload_param),
         "zero_allow_untested_optimizer": True,
         "bf16": {"enabled": precision == "bf16"},
-        "fp16": {"enabled": False},  # fp16 needs loss scaling and a GPU; bf16 does not
+        "fp16": _fp16_section(precision == "fp16", loss_scaling),
         # We log our own metrics; DeepSpeed's periodic prints would interleave with them.
         "steps_per_print": 10**9,
         "wall_clock_breakdown": False,
     }
+    if offload_optimizer:
+        config["zero_force_ds_cpu_optimizer"] = False  # keep torch AdamW (see module doc)
     return config
 
 
-def _zero_section(zero_stage: int) -> dict[str, Any]:
+def deepspeed_config_for(cfg: Any, user_config: dict[str, Any] | None = None
+                         ) -> tuple[dict[str, Any], list[Override]]:
+    """The config for a training section (pretrain's: micro_batch_size, zero_stage,
+    precision, offload_*, loss_scaling, ...) with a user's raw DeepSpeed dict merged over
+    it, and the list of our values it replaced."""
+    scaling = cfg.loss_scaling
+    ours = build_deepspeed_config(
+        micro_batch_size=cfg.micro_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        zero_stage=cfg.zero_stage,
+        gradient_clipping=cfg.gradient_clipping,
+        precision=cfg.precision,
+        offload_optimizer=cfg.offload_optimizer,
+        offload_param=cfg.offload_param,
+        loss_scaling=LossScaling(
+            initial_scale_power=scaling.initial_scale_power, loss_scale_window=scaling.loss_scale_window,
+            hysteresis=scaling.hysteresis, min_loss_scale=scaling.min_loss_scale),
+    )
+    if not user_config:
+        return ours, []
+    return merge_deepspeed_config(ours, user_config)
+
+
+def _zero_section(zero_stage: int, offload_optimizer: bool, offload_param: bool) -> dict[str, Any]:
     section: dict[str, Any] = {"stage": zero_stage}
     if zero_stage in (1, 2):
         # Overlapping communication with the backward pass needs CUDA streams; on CPU it
@@ -68,7 +131,25 @@ def _zero_section(zero_stage: int) -> dict[str, Any]:
         # Gather the sharded weights into one full state dict when the trainer saves the
         # final model; without it, rank 0 would only hold its own shard.
         section.update(overlap_comm=False, stage3_gather_16bit_weights_on_model_save=True)
+    # pin_memory stays off: pinning needs CUDA, and on a GPU it only speeds up copies.
+    if offload_optimizer:
+        section["offload_optimizer"] = {"device": "cpu"}
+    if offload_param:
+        section["offload_param"] = {"device": "cpu"}
     return section
+
+
+def _fp16_section(enabled: bool, loss_scaling: LossScaling) -> dict[str, Any]:
+    if not enabled:
+        return {"enabled": False}
+    return {
+        "enabled": True,
+        "loss_scale": 0,  # 0 = dynamic; any other value is a fixed scale
+        "initial_scale_power": loss_scaling.initial_scale_power,
+        "loss_scale_window": loss_scaling.loss_scale_window,
+        "hysteresis": loss_scaling.hysteresis,
+        "min_loss_scale": loss_scaling.min_loss_scale,
+    }
 
 
 def build_param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -88,3 +169,25 @@ def build_param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, 
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
+
+
+def resolve_deepspeed_config(cfg: Any, output_dir: Path, config_key: str = "pretrain.deepspeed_config"
+                             ) -> tuple[dict[str, Any] | None, list[Override]]:
+    """Driver side, before any worker starts: read the user's DeepSpeed JSON named by
+    `cfg.deepspeed_config` (errors name the file and line), log each value of ours it
+    overrides, and write output_dir/deepspeed_config.json with the generated config, the
+    user's file, the merged result (with one worker) and the overrides, so the run's
+    record (the manifest lists the file) shows what DeepSpeed was given. Returns the
+    user's dict (for the workers to merge again) and the overrides."""
+    user_config = read_deepspeed_json(cfg.deepspeed_config, config_key) if cfg.deepspeed_config else None
+    ours, _ = deepspeed_config_for(cfg)
+    merged, overrides = deepspeed_config_for(cfg, user_config)
+    for override in overrides:
+        logger.warning("%s (%s) overrides %s", config_key, cfg.deepspeed_config, override)
+    record = {
+        "user_file": str(Path(cfg.deepspeed_config).resolve()) if cfg.deepspeed_config else None,
+        "overrides": [{"key": o.key, "ours": o.ours, "theirs": o.theirs} for o in overrides],
+        "generated": ours, "user": user_config, "merged": merged,
+    }
+    (Path(output_dir) / "deepspeed_config.json").write_text(json.dumps(record, indent=2) + "\n")
+    return user_config, overrides

@@ -1,5 +1,6 @@
 """Wrap a plain PyTorch model into a DeepSpeed engine, and get full weights back out.
 
+    engine = create_engine(model, pretrain_cfg, user_deepspeed_config=None)   # from a config
     engine = initialize_engine(model, ds_config=build_deepspeed_config(...), lr=1e-3,
                                weight_decay=0.1, schedule=WarmupDecaySchedule(...))
     loss = engine(input_ids, labels=input_ids)[1]
@@ -20,7 +21,48 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from stages.training.deepspeed_config import build_param_groups
+from stages.training.deepspeed_config import build_param_groups, deepspeed_config_for
+from stages.training.schedule import WarmupDecaySchedule
+
+logger = logging.getLogger(__name__)
+
+
+def create_engine(model: nn.Module, cfg: Any, *, user_deepspeed_config: dict[str, Any] | None = None):
+    """The engine a training section asks for: DeepSpeed config from `cfg` (see
+    deepspeed_config_for) with `user_deepspeed_config` merged over it, AdamW(cfg.lr,
+    weight_decay, adam_betas) and WarmupDecaySchedule(warmup_steps, max_steps, lr_decay,
+    min_lr_ratio). Rank 0 logs every value of ours the user's config replaced."""
+    import torch.distributed as dist
+
+    ds_config, overrides = deepspeed_config_for(cfg, user_deepspeed_config)
+    if overrides and (not dist.is_initialized() or dist.get_rank() == 0):
+        logger.warning("pretrain.deepspeed_config overrides %d generated value(s): %s",
+                       len(overrides), "; ".join(str(o) for o in overrides))
+    if ds_config.get("fp16", {}).get("enabled"):
+        check_fp16_supported()
+    return initialize_engine(
+        model,
+        ds_config=ds_config,
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        betas=tuple(cfg.adam_betas),
+        schedule=WarmupDecaySchedule(warmup_steps=cfg.warmup_steps, max_steps=cfg.max_steps,
+                                     decay=cfg.lr_decay, min_lr_ratio=cfg.min_lr_ratio),
+    )
+
+
+def check_fp16_supported() -> None:
+    """A clear error where DeepSpeed would fail deep inside initialize ("Type fp16 is not
+    supported on your device"): its CPU accelerator has no fp16 training."""
+    from deepspeed.accelerator import get_accelerator
+
+    accelerator = get_accelerator()
+    if not accelerator.is_fp16_supported():
+        raise RuntimeError(
+            f"fp16 training needs a GPU: DeepSpeed's {accelerator.device_name()!r} accelerator "
+            "does not support fp16 here. Use precision bf16 (or fp32) on CPUs, or train on GPUs "
+            "(gpus_per_worker: 1); if fp16 came from pretrain.deepspeed_config, remove its "
+            '"fp16" section.')
 
 
 def initialize_engine(

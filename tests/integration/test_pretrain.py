@@ -19,8 +19,6 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
-import pyarrow as pa
 import pytest
 import torch
 
@@ -29,11 +27,11 @@ from stages.data.loader import PackedSequenceLoader
 from stages.models import load_pretrained
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.run import run
+from tests.counting_dataset import SEQ_LEN, VOCAB_SIZE, write_counting_dataset
 
 pytestmark = pytest.mark.ray
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-VOCAB_SIZE, SEQ_LEN = 128, 32
 MAX_STEPS = 30
 CONFIG = dict(
     model={"family": "gpt", "num_layers": 2, "hidden_size": 32, "num_heads": 4},
@@ -41,28 +39,6 @@ CONFIG = dict(
     warmup_steps=3, max_steps=MAX_STEPS, log_every=1, eval_every=10, eval_batches=4,
     checkpoint_every=10, max_failures=0,
 )
-
-
-def write_counting_dataset(dataset_dir: Path, train_rows: int = 1024, validation_rows: int = 64) -> Path:
-    rng = np.random.default_rng(0)
-    splits = {}
-    for split, rows in (("train", train_rows), ("validation", validation_rows)):
-        starts = rng.integers(0, VOCAB_SIZE, size=(rows, 1))
-        strides = rng.integers(1, 4, size=(rows, 1))
-        tokens = ((starts + strides * np.arange(SEQ_LEN)) % VOCAB_SIZE).astype(np.uint16)
-        column = pa.FixedSizeListArray.from_arrays(pa.array(tokens.reshape(-1), pa.uint16()), SEQ_LEN)
-        path = f"{split}/shard-00000.arrow"
-        (dataset_dir / split).mkdir(parents=True)
-        with pa.OSFile(str(dataset_dir / path), "wb") as sink:
-            with pa.ipc.new_file(sink, pa.schema([("input_ids", column.type)])) as writer:
-                for begin in range(0, rows, 256):  # several record batches per shard
-                    writer.write_batch(pa.record_batch([column[begin:begin + 256]], names=["input_ids"]))
-        shard = {"path": path, "rows": rows, "tokens": rows * SEQ_LEN}
-        splits[split] = {"shards": [shard], "rows": rows, "tokens": rows * SEQ_LEN}
-    index = {"objective": "clm", "seq_len": SEQ_LEN, "vocab_size": VOCAB_SIZE, "dtype": "uint16",
-             "eos_id": 0, "pad_id": 1, "splits": splits}
-    (dataset_dir / "index.json").write_text(json.dumps(index))
-    return dataset_dir
 
 
 @pytest.fixture(scope="module")
@@ -110,8 +86,11 @@ def test_pretrain_trains_logs_checkpoints_and_exports(uninterrupted, stage_input
     train_records = [r for r in records if "loss" in r]
     assert [r["step"] for r in train_records] == list(range(1, MAX_STEPS + 1))
     for record in train_records:
-        assert {"time", "lr", "grad_norm", "tokens_per_s"} <= set(record)
+        assert {"time", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "mfu", "data_wait_s",
+                "data_wait_share", "clm_loss", "clm_accuracy"} <= set(record)
         assert record["grad_norm"] > 0 and record["tokens_per_s"] > 0
+        assert record["tokens_per_s"] == pytest.approx(record["samples_per_s"] * SEQ_LEN)
+        assert record["loss"] == record["clm_loss"] and 0 <= record["clm_accuracy"] <= 1
     assert [r["step"] for r in records if "val_loss" in r] == [10, 20, 30]
     assert train_records[2]["lr"] == pytest.approx(1e-2)  # warmup ends at step 3 (index 2)
     # The pattern is learnable: far below the uniform-guess loss of log(128) = 4.85.

@@ -173,8 +173,8 @@ def test_save_and_load_round_trip(tmp_path):
 def test_build_model_rejects_unknown_keys_and_families():
     with pytest.raises(ValueError, match="num_layer"):
         build_model({"family": "gpt", "num_layer": 2}, 97, 16)
-    with pytest.raises(ValueError, match="unknown model family 'bert'"):
-        build_model({"family": "bert"}, 97, 16)
+    with pytest.raises(ValueError, match="unknown model family 'rwkv'"):
+        build_model({"family": "rwkv"}, 97, 16)
 
 
 def test_build_model_accepts_the_pretrain_config_section():

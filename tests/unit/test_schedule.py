@@ -52,10 +52,29 @@ def test_works_as_a_lambda_lr_and_survives_state_dict_and_pickle():
     assert not math.isnan(lrs[-1])
 
 
+def test_inverse_sqrt_matches_hand_computed_values():
+    schedule = WarmupDecaySchedule(warmup_steps=4, max_steps=10, decay="inverse_sqrt")
+    # n = step + 1: n / 4 while warming up, then sqrt(4 / n); max_steps does not end it.
+    assert [schedule(s) for s in (0, 1, 3, 4, 15, 99, 399)] == pytest.approx(
+        [0.25, 0.5, 1.0, math.sqrt(0.8), 0.5, 0.2, 0.1])
+
+
+def test_inverse_sqrt_is_the_transformer_paper_formula_scaled_to_its_peak():
+    # lrate = d_model^-0.5 * min(n^-0.5, n * warmup^-1.5) (Vaswani et al. 2017, eq. 3),
+    # whose peak at n = warmup is (d_model * warmup)^-0.5.
+    d_model, warmup = 512, 4000
+    peak = (d_model * warmup) ** -0.5
+    schedule = WarmupDecaySchedule(warmup_steps=warmup, max_steps=1, decay="inverse_sqrt")
+    for n in (1, 100, 3999, 4000, 4001, 10_000, 100_000):
+        paper = d_model ** -0.5 * min(n ** -0.5, n * warmup ** -1.5)
+        assert peak * schedule(n - 1) == pytest.approx(paper, rel=1e-12)
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
         (dict(warmup_steps=0, max_steps=10, decay="exp"), "decay must be one of"),
+        (dict(warmup_steps=0, max_steps=10, decay="inverse_sqrt"), "inverse_sqrt schedule needs warmup_steps >= 1"),
         (dict(warmup_steps=0, max_steps=10, min_lr_ratio=2.0), "min_lr_ratio"),
     ],
 )

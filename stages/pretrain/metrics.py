@@ -1,0 +1,111 @@
+"""The pretrain stage's metrics: per-objective losses and accuracies, throughput, MFU
+and time spent waiting for data, summed over a log interval on every rank and reduced
+across ranks in one all-reduce.
+
+    meter = IntervalMeter(objective.parts, device)
+    meter.add(output)                       # each micro batch's ObjectiveOutput
+    meter.add_step(step_seconds, data_seconds)
+    record = meter.summarize(throughput)    # collective; starts the next interval
+
+Record keys: loss (sum of the parts' mean losses), <part>_loss and <part>_accuracy for
+each part (clm; mlm with nsp or sop; span), tokens_per_s, samples_per_s, mfu,
+data_wait_s (seconds per step spent in next(loader)) and data_wait_share (of the step).
+Validation uses the same part statistics under a "val_" prefix (`part_metrics`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from stages.pretrain.objectives.base import LOSS_SUM, NUM_CORRECT, NUM_PREDICTIONS, ObjectiveOutput
+
+
+def part_metrics(parts: dict[str, torch.Tensor], prefix: str = "") -> dict[str, float]:
+    """Summed statistics per part -> {prefix}loss, {prefix}<part>_loss, {prefix}<part>_accuracy.
+    A part without any prediction (count 0) gets NaN rather than a made-up number."""
+    record: dict[str, float] = {}
+    total = 0.0
+    for name, stats in parts.items():
+        count = float(stats[NUM_PREDICTIONS])
+        loss = float(stats[LOSS_SUM]) / count if count else math.nan
+        record[f"{prefix}{name}_loss"] = loss
+        record[f"{prefix}{name}_accuracy"] = float(stats[NUM_CORRECT]) / count if count else math.nan
+        total += loss
+    return {f"{prefix}loss": total, **record}
+
+
+def perplexity(loss: float) -> float:
+    return math.exp(min(loss, 50.0))  # exp overflows past ~709; 50 is already meaningless
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """What turns an interval's steps and seconds into rates."""
+
+    samples_per_step: int   # global: micro_batch_size x accumulation x world_size
+    tokens_per_sample: int  # span: encoder + decoder tokens
+    flops_per_sample: int   # training FLOPs of one sample (the model's estimate)
+    peak_flops: float       # peak FLOP/s of all workers together
+
+    def rates(self, steps: int, seconds: float) -> dict[str, float]:
+        samples_per_s = self.samples_per_step * steps / max(seconds, 1e-9)
+        return {
+            "tokens_per_s": samples_per_s * self.tokens_per_sample,
+            "samples_per_s": samples_per_s,
+            "mfu": samples_per_s * self.flops_per_sample / self.peak_flops,
+        }
+
+
+class PartTotals:
+    """Running sums of each part's (loss sum, correct, count) on one rank."""
+
+    def __init__(self, parts: tuple[str, ...], device: torch.device):
+        self.parts = tuple(parts)
+        self.totals = torch.zeros(len(self.parts), 3, dtype=torch.float64, device=device)
+
+    def add(self, output: ObjectiveOutput) -> None:
+        for i, name in enumerate(self.parts):
+            self.totals[i] += output.parts[name].to(self.totals.device)
+
+    def as_dict(self, totals: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        totals = self.totals if totals is None else totals
+        return {name: totals[i] for i, name in enumerate(self.parts)}
+
+
+class IntervalMeter:
+    """One log interval (log_every optimizer steps) on one rank."""
+
+    def __init__(self, parts: tuple[str, ...], device: torch.device):
+        self.parts, self.device = tuple(parts), device
+        self._reset()
+
+    def _reset(self) -> None:
+        self.totals = PartTotals(self.parts, self.device)
+        self.steps, self.step_seconds, self.data_seconds = 0, 0.0, 0.0
+
+    def add(self, output: ObjectiveOutput) -> None:
+        self.totals.add(output)
+
+    def add_step(self, step_seconds: float, data_seconds: float) -> None:
+        self.steps += 1
+        self.step_seconds += step_seconds
+        self.data_seconds += data_seconds
+
+    def summarize(self, throughput: Throughput) -> dict[str, float]:
+        """The interval's record, identical on every rank (collective: every rank must
+        call it at the same step). Times are averaged over ranks."""
+        timing = torch.tensor([self.step_seconds, self.data_seconds], dtype=torch.float64, device=self.device)
+        reduced = torch.cat([self.totals.totals.flatten(), timing])
+        dist.all_reduce(reduced)
+        world_size = dist.get_world_size()
+        step_seconds, data_seconds = (reduced[-2:] / world_size).tolist()
+        record = part_metrics(self.totals.as_dict(reduced[:-2].view(len(self.parts), 3)))
+        record.update(throughput.rates(self.steps, step_seconds))
+        record.update(data_wait_s=data_seconds / self.steps,
+                      data_wait_share=data_seconds / max(step_seconds, 1e-9))
+        self._reset()
+        return record

@@ -1,0 +1,43 @@
+"""Masked language modelling (BERT), with next-sentence or sentence-order prediction
+when the dataset holds sentence pairs with a label (sentence_task nsp / sop)."""
+
+from __future__ import annotations
+
+import torch
+
+from stages.pretrain.objectives.base import ObjectiveOutput, prediction_loss
+
+SENTENCE_TASKS = ("nsp", "sop", "none")
+
+
+class MaskedLM:
+    """batch: input_ids, attention_mask, token_type_ids, labels (B, T), -100 where
+    nothing is predicted; next_sentence_label (B,) for nsp / sop.
+
+    Part "mlm": the masked positions only. Part "nsp" or "sop" (the dataset's
+    sentence_task; none with "none"): one 2-way prediction per row from the pooled
+    [CLS]. The loss is their sum, as in BERT."""
+
+    family = "bert"
+
+    def __init__(self, seq_len: int, sentence_task: str):
+        if sentence_task not in SENTENCE_TASKS:
+            raise ValueError(f"sentence_task must be one of {SENTENCE_TASKS}, got {sentence_task!r}")
+        self.tokens_per_sample = seq_len
+        self.sentence_task = sentence_task
+        self.parts = ("mlm",) if sentence_task == "none" else ("mlm", sentence_task)
+
+    def __call__(self, model, batch: dict[str, torch.Tensor], label_smoothing: float = 0.0) -> ObjectiveOutput:
+        mlm_logits, pair_logits, _ = model(batch["input_ids"], attention_mask=batch["attention_mask"],
+                                           token_type_ids=batch["token_type_ids"])  # (B, T, V), (B, 2)
+        loss, mlm = prediction_loss(mlm_logits.flatten(0, 1), batch["labels"].flatten(), label_smoothing)
+        parts = {"mlm": mlm}
+        if self.sentence_task != "none":
+            pair_loss, parts[self.sentence_task] = prediction_loss(
+                pair_logits, batch["next_sentence_label"], label_smoothing)
+            loss = loss + pair_loss
+        return ObjectiveOutput(loss=loss, parts=parts)
+
+    def flops_per_sample(self, model) -> int:
+        """Every position is encoded (padding too: the batch is dense)."""
+        return model.flops_per_token(self.tokens_per_sample) * self.tokens_per_sample
