@@ -32,6 +32,10 @@ class StageSpec:
     needs_ray: bool = True
     # Metrics `pretrain status` shows for the stage (all "task/metric" scores if empty).
     summary_metrics: tuple[str, ...] = field(default=())
+    # Keys of the stage's section that name a file the stage reads (e.g. a user's
+    # DeepSpeed JSON): the file's contents join the fingerprint, so editing the file
+    # re-runs the stage even though the key's value (the path) did not change.
+    file_keys: tuple[str, ...] = ()
 
     def load(self) -> Callable:
         module_name, _, function_name = self.entry.partition(":")
@@ -55,6 +59,7 @@ STAGES: tuple[StageSpec, ...] = (
     # families (mlm + nsp/sop, span), per-objective metrics, MFU, data wait time.
     StageSpec(name="pretrain", entry="stages.pretrain.run:run", inputs=("dataset", "tokenizer"),
               code_version="3", experiment_keys=("seed",), resumes=True, scratch_dirs=("ray",),
+              file_keys=("deepspeed_config",),
               summary_metrics=("steps", "final_loss", "val_loss", "tokens_per_second")),
     StageSpec(name="finetune", entry="stages.finetune.run:run", inputs=("pretrain",),
               experiment_keys=("seed", "data_dir"), resumes=True, scratch_dirs=("ray",),

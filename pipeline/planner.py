@@ -127,6 +127,9 @@ def describe_change(old: dict, new: dict) -> str:
     for name, fp in new.get("inputs", {}).items():
         if old.get("inputs", {}).get(name) != fp:
             changes.append(f"input '{name}' changed")
+    for key in sorted(set(old.get("files", {})) | set(new.get("files", {}))):
+        if old.get("files", {}).get(key) != new.get("files", {}).get(key):
+            changes.append(f"contents of the file {stage}.{key} names changed")
     return ", ".join(changes) or "fingerprint differs"
 
 

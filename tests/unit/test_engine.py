@@ -79,6 +79,23 @@ def test_changing_a_key_reruns_that_stage_and_downstream_only(config_file):
     assert stages.calls == ["pretrain", "finetune", "report"]
 
 
+def test_editing_the_deepspeed_json_a_config_names_reruns_pretrain(config_file, tmp_path):
+    """The path in pretrain.deepspeed_config does not change when the file is edited;
+    its contents are part of the fingerprint all the same."""
+    ds_json = tmp_path / "ds.json"
+    ds_json.write_text('{"zero_optimization": {"reduce_bucket_size": 1000000}}')
+    override = [f"pretrain.deepspeed_config={ds_json}"]
+    stages = FakeStages()
+    run(config_file, stages, override)
+    stages.calls.clear()
+    run(config_file, stages, override)
+    assert stages.calls == []  # same file: cached
+    ds_json.write_text('{"zero_optimization": {"reduce_bucket_size": 2000000}}')
+    reasons = {d.stage: d.reason for d in plan(load_config(config_file, override)) if d.action == "run"}
+    assert set(reasons) == {"pretrain", "finetune", "report"}
+    assert "contents of the file pretrain.deepspeed_config names changed" in reasons["pretrain"]
+
+
 def test_describe_change_names_changed_added_and_removed_keys():
     from pipeline.planner import describe_change
 
