@@ -22,24 +22,28 @@ How: (1) one task per file cleans and filters its documents into output_dir/stag
 and returns a digest per document (and, for near dedup, writes MinHash signatures and LSH
 band keys next to it); (2) the driver drops exact duplicates (one sort of the digests),
 then near-duplicates (lsh.py, one sort per band), first occurrence in corpus order wins;
-(3) one task per shard writes the kept rows. Tasks run on Ray when the driver has started
-it, in this process otherwise. The driver holds tens of bytes per document (digest,
-size, masks, and a sort of the digests), never text.
+(3) one task per shard writes the kept rows. When the driver has started Ray, step (1) is
+a Ray Data map (ray_data_map.py: one block per file, as many at once as the cluster has
+CPUs, rows back in corpus order) and step (3) plain Ray tasks (map_tasks); without Ray
+both run in this process. The driver holds tens of bytes per document (digest, size,
+masks, and a sort of the digests), never text.
 
-Why plain Ray tasks and not Ray Data (decision of issue #3, measured with
+Why Ray Data for step (1) (decision of issue #3, measured with
 benchmarks/ingest_ray_data.py: the same clean_file per file, as map_tasks vs as
-ray.data.from_items(jobs).map(...), one local Ray with 2 CPUs): Ray Data was not slower
+ray.data.from_items(jobs).map(...), one local Ray with 2 CPUs): it was not slower
 (20 books, 19 MB, best of 3: tasks 5.4 s, Ray Data 3.6 s; 40 books: 45 s vs 15 s; the
-box was shared and the runs noisy, so read this as "no penalty", not as a speed-up).
-The stage still uses tasks because (a) the unit of work is a file, not a block of lines:
-paragraphs span lines, Gutenberg markers and error line numbers are per file, so Ray
-Data's readers could not replace ours and would only schedule the same calls; (b) a
-global dedup barrier sits between the map and the writes either way; (c) a task's error
-must reach the user as itself ("file:line: ..."): Ray Data raises
-RayTaskError(UserCodeException) without the original chained, and logs it as an ERROR;
-(d) tokenizer and dataset stages share map_tasks (stages/data/parallel.py). Moving the
-per-file map to Ray Data is a small change here once (c) is solved (unwrap the user
-exception); it is left as a follow-up.
+box was shared and the runs noisy, so read this as "no penalty", not as a speed-up), and
+its streaming executor schedules, retries and backpressures the files on a cluster
+without code of ours. What kept it out before is solved in ray_data_map.py: a file's
+error must reach the user as itself ("file:line: ...", same type and message), but Ray
+Data raises RayTaskError(UserCodeException) with the original dropped (and
+`raise_original_map_exception` edits the message and logs a Ray "internal" error), so
+the worker catches the exception and returns it as the row's outcome, and the driver
+raises the first failing file's exception in corpus order, with the worker traceback as
+a note. Still not Ray Data: its readers (the unit of work is a file, not a block of
+lines: paragraphs span lines, Gutenberg markers and error line numbers are per file, so
+Ray Data only schedules our calls), and step (3), which follows the global dedup barrier
+and shares map_tasks (stages/data/parallel.py) with the tokenizer and dataset stages.
 """
 
 from __future__ import annotations
@@ -50,9 +54,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from stages.data.parallel import map_tasks
+from stages.data.parallel import map_tasks, ray_is_up
 from stages.ingest.config import IngestConfig
 from stages.ingest.lsh import near_duplicate_masks
+from stages.ingest.ray_data_map import map_in_order
 from stages.ingest.sharding import keep_masks, plan_shards, write_shard
 from stages.ingest.sources import resolve_sources
 from stages.ingest.staging import CleanedFile, CleanJob, clean_file
@@ -74,7 +79,8 @@ def run(ctx: StageContext) -> dict:
 
     jobs = [CleanJob(file, str(staging_dir / f"file-{i:06d}.parquet"), config)
             for i, file in enumerate(files)]
-    cleaned = map_tasks(clean_file, jobs, desc="ingest: clean files")
+    clean_map = map_in_order if ray_is_up() else map_tasks  # map_tasks: in this process
+    cleaned = clean_map(clean_file, jobs, desc="ingest: clean files")
 
     exact = keep_masks(cleaned, dedup=config.dedup != "none")
     masks = exact

@@ -1,7 +1,8 @@
 """Same inputs and config -> the same bytes, whatever the parallelism:
 
-- ingest (every source format, near dedup, several shards) in one process vs as Ray tasks
-  on the session's two workers (files cleaned concurrently, finishing in any order);
+- ingest (every source format, near dedup, several shards) in one process vs on Ray (files
+  cleaned concurrently as a Ray Data map on the session's two workers, finishing in any
+  order), and the same error, type and message, when files are bad;
 - tokenizer.json of each kind trained as a Ray task with the `tokenizers` thread pool at
   1 thread vs 2 threads (RAYON_NUM_THREADS; the trainers count and merge on threads).
 """
@@ -77,6 +78,29 @@ def test_ingest_shards_are_the_same_bytes_in_one_process_and_on_ray(ray_session,
     assert filters["exact_duplicate"]["documents"] > 10
     assert filters["near_duplicate"]["documents"] > 10
     assert all(source["documents_out"] > 10 for source in local["sources"].values())
+
+
+@pytest.mark.ray
+def test_bad_files_raise_the_same_exception_in_one_process_and_on_ray(ray_session, tmp_path):
+    """Two bad files among good ones: the first bad one in corpus order is reported, as its
+    own exception (not a Ray wrapper), and the worker's traceback comes with it."""
+    fine = '{"text": "a fine line, long enough to be kept"}\n'
+    (tmp_path / "data").mkdir()
+    for name, text in (("a.jsonl", fine * 3), ("b.jsonl", fine * 2 + '{"text": oops}\n'),
+                       ("c.jsonl", fine), ("d.jsonl", "[1, 2]\n")):
+        (tmp_path / "data" / name).write_text(text, encoding="utf-8")
+    sources = [{"path": "*.jsonl", "format": "jsonl"}]
+    with run_in_process(), pytest.raises(ValueError) as local:
+        ingest(tmp_path / "data", tmp_path / "local", sources)
+    assert ray_is_up()
+    with pytest.raises(ValueError) as distributed:
+        ingest(tmp_path / "data", tmp_path / "ray", sources)
+
+    assert str(local.value).startswith("b.jsonl:3: not valid JSON")
+    assert type(distributed.value) is type(local.value)
+    assert str(distributed.value) == str(local.value)
+    assert any("Raised in a Ray Data worker" in note and "staging.py" in note
+               for note in distributed.value.__notes__)
 
 
 @pytest.fixture(scope="module")
