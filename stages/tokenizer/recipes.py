@@ -210,8 +210,11 @@ def canonical_wordpiece(tokenizer: Tokenizer) -> Tokenizer:
     numbers its alphabet in hash-map order, and that order breaks ties between equally
     frequent merges. WordPiece encodes by longest match, so ids carry no rank: special
     tokens keep theirs, then the alphabet (characters, ##characters), then the learned
-    words, each in string order. (Ties at the vocabulary cut-off could still pick another
-    word; on the books we test, the set never changed.)"""
+    words, each in string order. This fixes the ids, not the set of words: the hash order
+    also breaks ties between equally frequent merges, so now and then a run learns another
+    word (seen at vocab 2048 on two books). That is upstream, huggingface/tokenizers#1794,
+    with a fix proposed in PR #2066; until it lands WordPiece training is not guaranteed
+    byte-identical across runs (BPE and Unigram are)."""
     state = json.loads(tokenizer.to_str())
     vocab: dict[str, int] = state["model"]["vocab"]
     prefix = state["model"]["continuing_subword_prefix"]

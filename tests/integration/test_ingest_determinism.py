@@ -3,8 +3,9 @@
 - ingest (every source format, near dedup, several shards) in one process vs on Ray (files
   cleaned concurrently as a Ray Data map on the session's two workers, finishing in any
   order), and the same error, type and message, when files are bad;
-- tokenizer.json of each kind trained as a Ray task with the `tokenizers` thread pool at
-  1 thread vs 2 threads (RAYON_NUM_THREADS; the trainers count and merge on threads).
+- tokenizer.json of BPE and Unigram trained as a Ray task with the `tokenizers` thread
+  pool at 1 thread vs 2 threads (RAYON_NUM_THREADS; the trainers count and merge on
+  threads). WordPiece training is not deterministic upstream (see the test).
 """
 
 from __future__ import annotations
@@ -112,8 +113,12 @@ def ingest_dir(data_dir, tmp_path_factory) -> Path:
     return output_dir
 
 
+# Not WordPiece: tokenizers' WordPiece trainer is not deterministic even in one process
+# (huggingface/tokenizers#1794: the "##" pieces get ids in hash-map order, and those ids
+# break ties between equally frequent merges; fix proposed upstream in PR #2066). Seen
+# here as one differing tokenizer.json in a few runs; README "Known limitations".
 @pytest.mark.ray
-@pytest.mark.parametrize("kind", ["bpe", "wordpiece", "unigram"])
+@pytest.mark.parametrize("kind", ["bpe", "unigram"])
 def test_tokenizer_json_is_the_same_bytes_with_1_or_2_threads(ray_session, ingest_dir, kind,
                                                                tmp_path):
     outputs = []
