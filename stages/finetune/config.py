@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from stages.finetune.tasks.registry import get_task, task_names
 from stages.section import Section
@@ -21,6 +21,11 @@ class FinetuneConfig(Section):
         f"allows): {', '.join(task_names())} (GLUE under <data_dir>/glue_data/, SQuAD under "
         "<data_dir>/squad/, CoNLL-2003 under <data_dir>/conll2003/); a T5 model fine-tunes the "
         "GLUE classification tasks, as text to text")
+    source: Literal["files", "hub"] = Field(
+        "files",
+        description="where the tasks' data comes from: files = the official files under data_dir; hub = "
+        "the Hugging Face Hub through `datasets` (needs the network or a filled datasets cache): "
+        "nyu-mll/glue, rajpurkar/squad, rajpurkar/squad_v2, eriktks/conll2003 (its parquet conversion)")
     init_from: str | None = Field(
         None,
         description="start from this Hugging Face BERT folder (config.json, model.safetensors, "
@@ -44,8 +49,14 @@ class FinetuneConfig(Section):
         0.2, gt=0, lt=1,
         description="SQuAD without a train file: the fraction of the dev file's articles held out "
         "for scoring (seeded); the other articles are trained on")
-    epochs: int = Field(1, ge=1, description="passes over the (subset of the) training set")
-    lr: float = Field(5e-4, gt=0, description="peak AdamW learning rate")
+    epochs: int | None = Field(
+        None, ge=1,
+        description="passes over the (subset of the) training set; null = the task's default from "
+        "the BERT paper (3; SQuAD v2.0: 2; table in stages/finetune/task_defaults.py)")
+    lr: float | None = Field(
+        None, gt=0,
+        description="peak AdamW learning rate; null = the task's default from the BERT paper "
+        "(GLUE 2e-5; SQuAD and CoNLL-2003 5e-5)")
     weight_decay: float = Field(0.01, ge=0, description="AdamW decoupled weight decay")
     adam_betas: tuple[float, float] = Field(
         (0.9, 0.999),
@@ -53,8 +64,12 @@ class FinetuneConfig(Section):
     warmup_fraction: float = Field(
         0.1, ge=0, lt=1,
         description="fraction of the optimizer steps spent warming the learning rate up "
-        "linearly from 0; it then decays linearly to 0")
-    micro_batch_size: int = Field(16, ge=1, description="examples per worker per forward/backward pass")
+        "linearly from 0; it then decays linearly to 0 (0.1 is the BERT paper's, for every task)")
+    micro_batch_size: int | None = Field(
+        None, ge=1,
+        description="examples per worker per forward/backward pass; null = the task's default from "
+        "the BERT paper (a global batch of 32; SQuAD v2.0: 48) split over num_workers x "
+        "gradient_accumulation_steps, rounded up")
     gradient_accumulation_steps: int = Field(
         1, ge=1,
         description="micro-batches per optimizer step; the global batch is "
@@ -96,6 +111,11 @@ class FinetuneConfig(Section):
         True,
         description="score the dev set after every epoch and log dev_<metric> per epoch (metrics.jsonl "
         "and the task's wandb run); false = only after the last epoch")
+    keep_best: bool = Field(
+        False,
+        description="keep the weights of the epoch with the best dev score on the task's main metric "
+        "(the first of its metrics: accuracy, F1, ...) and predict dev and test and save the model "
+        "with them; needs eval_every_epoch and zero_stage <= 2. false = the last epoch's weights")
     max_failures: int = Field(
         1, ge=0,
         description="times Ray Train restarts a task's workers from the last checkpoint after a failure")
@@ -111,3 +131,13 @@ class FinetuneConfig(Section):
         if duplicates:
             raise ValueError(f"tasks {duplicates} are listed twice; list each task once")
         return tasks
+
+    @model_validator(mode="after")
+    def _keep_best_is_possible(self) -> "FinetuneConfig":
+        if self.keep_best and not self.eval_every_epoch:
+            raise ValueError("keep_best picks the best of the per-epoch dev scores: set eval_every_epoch: "
+                             "true, or keep_best: false")
+        if self.keep_best and self.zero_stage == 3:
+            raise ValueError("keep_best loads the best epoch's weights back into the model, which ZeRO-3 "
+                             "shards: use zero_stage 0, 1 or 2 with keep_best, or keep_best: false")
+        return self

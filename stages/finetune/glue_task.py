@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from stages.finetune.best_checkpoint import best_epoch_facts
 from stages.finetune.config import FinetuneConfig
 from stages.finetune.encode import encode_texts, load_task_tokenizer
 from stages.finetune.metrics import compute_metrics
@@ -57,6 +58,7 @@ def finetune_glue(spec: TaskSpec, cfg: FinetuneConfig, *, seed: int, source: dic
         **scores,
         "train_examples": len(splits["train"]), "dev_examples": len(splits["dev"]),
         "test_examples": len(splits["test"]), "epochs": cfg.epochs,
+        **best_epoch_facts(task_dir, cfg.keep_best),
         "steps": int(result.metrics.get("step", 0)) if result.metrics else 0,
         "seconds": round(time.perf_counter() - started, 2),
     }
@@ -72,10 +74,16 @@ def prepare_glue(spec: TaskSpec, cfg: FinetuneConfig, *, source: dict[str, Any],
     T5, as text to text (`stages.finetune.text_to_text`). data: {"splits": TaskExamples
     per split, "predictions": head outputs -> class ids or scores}."""
     tokenizer = load_task_tokenizer(source["tokenizer"], cfg.max_seq_len)
+    if cfg.source == "hub":
+        from stages.finetune.hub import read_glue_split
+
+        read = partial(read_glue_split, spec)
+    else:
+        read = partial(read_split, spec, data_dir)
     splits = {
-        "train": read_split(spec, data_dir, "train").sample(cfg.max_train_examples, seed),
-        "dev": read_split(spec, data_dir, "dev").sample(cfg.max_eval_examples, seed),
-        "test": read_split(spec, data_dir, "test"),
+        "train": read("train").sample(cfg.max_train_examples, seed),
+        "dev": read("dev").sample(cfg.max_eval_examples, seed),
+        "test": read("test"),
     }
     if source.get("family") == "t5":
         from stages.finetune import text_to_text

@@ -2,7 +2,9 @@
 
     metrics = run(ctx)     # {"sst2/accuracy": 0.71, "sst2/train_examples": 2000, ...}
 
-For each task in `finetune.tasks`: read the task's files, tokenize them with the
+For each task in `finetune.tasks`, with the BERT paper's lr, epochs and batch where the
+config leaves them unset (`stages.finetune.task_defaults`): read the task's files (or its
+Hugging Face Hub copy, `finetune.source: hub`, `stages.finetune.hub`), tokenize them with the
 model's tokenizer, fine-tune the task's head (`model_source.build_task_model`: GPT or
 BERT from `finetune.init_from`) on the workers (`stages.finetune.worker`), then score
 the dev set and write predictions (see `stages.finetune.outputs` for the files). GLUE
@@ -27,6 +29,7 @@ from stages.finetune.model_source import check_seq_len, resolve_model_source
 from stages.finetune.outputs import is_task_finished, read_task_metrics
 from stages.finetune.prepared import PreparedTask
 from stages.finetune.task_cache import reuse_finished_task, task_fingerprint, write_task_fingerprint
+from stages.finetune.task_defaults import config_for_task
 from stages.finetune.tasks import ConllSpec, SquadSpec, get_task
 
 RAY_STORAGE_DIR = "ray"  # the engine keeps it out of the manifest (scratch_dirs)
@@ -47,7 +50,9 @@ def run(ctx) -> dict[str, Any]:
     data_dir = ctx.experiment.resolved_data_dir
     to_train: dict[str, str] = {}  # task -> its fingerprint
     for name in cfg.tasks:
-        task_dir, fingerprint = output_dir / name, task_fingerprint(name, cfg, seed=seed, source=source)
+        # The task's own settings (BERT-paper defaults where the config leaves them unset).
+        task_cfg = config_for_task(cfg, name)
+        task_dir, fingerprint = output_dir / name, task_fingerprint(name, task_cfg, seed=seed, source=source)
         if is_task_finished(task_dir):
             print(f"[finetune] {name}: already finished ({task_dir / 'metrics.json'}), skipped", flush=True)
         elif (origin := reuse_finished_task(task_dir, fingerprint, ctx.metrics_log)) is not None:
@@ -55,7 +60,8 @@ def run(ctx) -> dict[str, Any]:
                   "copied instead of trained", flush=True)
         else:
             to_train[name] = fingerprint
-    check_task_files([get_task(name) for name in to_train], data_dir)
+    if cfg.source == "files":
+        check_task_files([get_task(name) for name in to_train], data_dir)
 
     # Each task's rank 0 opens its own wandb run (stages.finetune.task_tracking).
     tracking = {"experiment": ctx.experiment, "fingerprint": ctx.fingerprint}
@@ -63,7 +69,8 @@ def run(ctx) -> dict[str, Any]:
     def train(name: str) -> None:
         write_task_fingerprint(output_dir / name, to_train[name])
         _runner(get_task(name))(
-            get_task(name), cfg, seed=seed, source=source, data_dir=data_dir, task_dir=output_dir / name,
+            get_task(name), config_for_task(cfg, name), seed=seed, source=source, data_dir=data_dir,
+            task_dir=output_dir / name,
             storage_path=output_dir / RAY_STORAGE_DIR, metrics_log=ctx.metrics_log,
             tracking={**tracking, "task_fingerprint": to_train[name]})
 
@@ -144,7 +151,7 @@ def build_loop_config(spec, cfg: FinetuneConfig, *, seed: int, source: dict[str,
                         "num_labels": getattr(spec, "num_labels", 2), "labels": getattr(spec, "labels", None)},
         "source": source, "data": ray.put(prepared.encoded), "predict_splits": prepared.predict_splits,
         "task_dir": str(task_dir), "metrics_log": metrics_log,
-        "scorers": prepared.scorers, "tracking": tracking,
+        "scorers": prepared.scorers, "tracking": tracking, "primary_metric": spec.metrics[0],
     }
 
 

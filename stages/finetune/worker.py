@@ -29,6 +29,9 @@ loop_config keys (built by `stages.finetune.run.build_loop_config`):
                      "test_<metric>" where the test split has labels)
     tracking:        {"experiment", "fingerprint", "task_fingerprint"} for the task's
                      wandb run (optional: without it, metrics.jsonl only)
+    primary_metric:  the task's main metric; with finetune.keep_best the epoch with the best
+                     dev score on it gives the weights that predict dev and test and are
+                     saved (`stages.finetune.best_checkpoint`)
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
     from stages.finetune.model_source import build_task_model, load_backbone
     from stages.training.checkpoint import report_checkpoint, restore_latest
     from stages.training.deepspeed_config import build_deepspeed_config
-    from stages.training.engine import initialize_engine
+    from stages.training.engine import full_fp32_state_dict, initialize_engine
     from stages.training.schedule import WarmupDecaySchedule
 
     cfg, seed, task = loop_config["config"], loop_config["seed"], loop_config["task"]
@@ -88,6 +91,7 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
 
     state = restore_latest(engine)
     first_epoch = 0 if state is None else state["epoch"] + 1
+    best = _best_checkpoint(loop_config, fresh_start=state is None, rank=rank)
     if state is None:
         # Per-rank dropout masks: ranks see different rows, so they should not share noise.
         # A restored run keeps the RNG state it was saved with instead.
@@ -118,18 +122,33 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
                 progress.update()
         if cfg.eval_every_epoch or epoch == cfg.epochs - 1:
             dev_outputs = _predict(engine, data["dev"], cfg.eval_batch_size, rank, world_size)
+            # keep_best: every rank scores the same gathered outputs, so all decide alike.
+            dev_scores = _score(scorers, {"dev": dev_outputs}) if tracker is not None or best is not None else {}
             if tracker is not None:
                 # Logged before the checkpoint: a resume drops records past its
                 # checkpoint, so a crash in between does not leave these twice.
-                dev_scores = _score(scorers, {"dev": dev_outputs})
                 tracker.log({"epoch": epoch, **dev_scores}, step=engine.global_steps)
                 scores.update(dev_scores)
+            if best is not None and best.consider(epoch, dev_scores):
+                best_state = full_fp32_state_dict(engine)  # collective
+                if rank == 0:
+                    best.save(best_state, epoch)
         report_checkpoint(engine, engine.global_steps, {"epoch": epoch},
                           {"epoch": epoch, "step": engine.global_steps})
     if progress is not None:
         progress.close()
 
     task_dir = Path(loop_config["task_dir"])
+    best_state = None
+    if best is not None:
+        dist.barrier()  # rank 0's last save is on disk before anyone reads it
+        best_state = best.load_state_dict()
+        engine.module.load_state_dict(best_state)  # ZeRO <= 2: the module holds whole weights
+        dev_outputs = None  # the best epoch's dev predictions are predicted again below
+        scores = {}
+        if tracker is not None:
+            tracker.log({"best_epoch": best.best_epoch, f"best_dev_{best.metric}": best.record["score"]},
+                        step=engine.global_steps)
     # The last epoch's dev evaluation is the final one (none ran if this run resumed
     # from the last epoch's checkpoint).
     outputs = {split: (dev_outputs if split == "dev" and dev_outputs is not None else
@@ -143,11 +162,13 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
         if test_scores:
             tracker.log(test_scores, step=engine.global_steps)
         scores.update(test_scores)
+        if best is not None:
+            scores["best_epoch"] = best.best_epoch
         tracker.summary({**scores, "train_examples": len(train), "epochs": cfg.epochs,
                          "steps": engine.global_steps, "num_workers": world_size})
         tracker.finish()
     if cfg.save_model:
-        _export_model(engine, loop_config, task_dir / MODEL_DIR, rank)
+        _export_model(engine, loop_config, task_dir / MODEL_DIR, rank, state_dict=best_state)
 
 
 def _score(scorers: dict, outputs: dict[str, np.ndarray]) -> dict[str, float]:
@@ -195,14 +216,30 @@ def _predict(engine, split: EncodedSplit, batch_size: int, rank: int, world_size
     return merge_shards(len(split), shards)
 
 
-def _export_model(engine, loop_config: dict[str, Any], directory: Path, rank: int) -> None:
+def _best_checkpoint(loop_config: dict[str, Any], *, fresh_start: bool, rank: int):
+    """finetune.keep_best: the best dev epoch so far (on disk, so it survives a resume);
+    None when the option is off."""
+    if not loop_config["config"].keep_best:
+        return None
+    from stages.finetune.best_checkpoint import BEST_DIR, BestDevCheckpoint
+
+    best = BestDevCheckpoint(Path(loop_config["task_dir"]) / BEST_DIR, loop_config["primary_metric"])
+    if fresh_start:
+        best.forget(remove=rank == 0)
+    dist.barrier()  # nobody writes a new best before rank 0 has removed the old one
+    return best
+
+
+def _export_model(engine, loop_config: dict[str, Any], directory: Path, rank: int,
+                  state_dict: dict[str, torch.Tensor] | None = None) -> None:
     """Rank 0 writes the fine-tuned model. Collective, because gathering the weights from
     ZeRO shards (or bf16 master copies) is; written aside and swapped into place, so a
     crash never leaves a half-written model/ behind."""
     from stages.finetune.model_source import build_task_model
     from stages.training.engine import full_fp32_state_dict
 
-    state_dict = full_fp32_state_dict(engine)
+    if state_dict is None:  # else the best dev epoch's weights (finetune.keep_best)
+        state_dict = full_fp32_state_dict(engine)
     if rank != 0:
         return
     live = engine.module

@@ -10,7 +10,8 @@ from stages.finetune.config import FinetuneConfig
 
 def test_defaults_are_the_demo_setting():
     cfg = FinetuneConfig()
-    assert cfg.tasks == ["sst2"] and cfg.max_train_examples == 2000 and cfg.epochs == 1
+    assert cfg.tasks == ["sst2"] and cfg.max_train_examples == 2000
+    assert cfg.epochs is None and cfg.lr is None and cfg.micro_batch_size is None  # per-task defaults
     assert cfg.max_seq_len == 64 and cfg.seed is None
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from stages.finetune.best_checkpoint import best_epoch_facts
 from stages.finetune.conll.encode import encode_sentences, word_predictions
 from stages.finetune.conll.evaluate import entity_scores, write_conlleval
 from stages.finetune.conll.reader import read_conll
@@ -51,6 +52,7 @@ def finetune_conll(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Pa
             scores.update(split_scores if split == "dev" else {f"test_{k}": v for k, v in split_scores.items()})
     metrics = {**scores, "train_examples": len(sentences["train"]), "dev_examples": len(sentences["dev"]),
                "test_examples": len(sentences["test"]), "epochs": cfg.epochs,
+               **best_epoch_facts(task_dir, cfg.keep_best),
                "steps": int(result.metrics.get("step", 0)) if result.metrics else 0,
                "seconds": round(time.perf_counter() - started, 2)}
     write_task_metrics(task_dir, {"task": spec.name, "primary_metric": spec.metrics[0], **metrics})
@@ -62,7 +64,12 @@ def finetune_conll(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Pa
 def prepare_conll(spec, cfg, *, source: dict[str, Any], data_dir: Path, seed: int) -> PreparedTask:
     """Seeded subsets of the three files, one label per word on its first subword."""
     tokenizer = load_task_tokenizer(source["tokenizer"], cfg.max_seq_len)
-    sentences = {split: read_conll(Path(data_dir) / spec.directory / name) for split, name in spec.files.items()}
+    if cfg.source == "hub":
+        from stages.finetune.hub import read_conll_splits
+
+        sentences = read_conll_splits(spec)
+    else:
+        sentences = {split: read_conll(Path(data_dir) / spec.directory / name) for split, name in spec.files.items()}
     sentences["train"] = _sample(sentences["train"], cfg.max_train_examples, seed)
     for split in ("dev", "test"):
         sentences[split] = _sample(sentences[split], cfg.max_eval_examples, seed)

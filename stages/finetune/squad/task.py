@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from stages.finetune.best_checkpoint import best_epoch_facts
 from stages.finetune.encode import EncodedSplit, load_task_tokenizer, pair_layout, raw_tokenizer
 from stages.finetune.outputs import write_task_metrics
 from stages.finetune.prepared import PreparedTask
@@ -60,6 +61,7 @@ def finetune_squad(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Pa
 
     metrics = {**scores, "train_examples": len(train), "dev_examples": len(dev),
                "train_windows": len(windows["train"]), "dev_windows": len(windows["dev"]),
+               **best_epoch_facts(task_dir, cfg.keep_best),
                "epochs": cfg.epochs, "steps": int(result.metrics.get("step", 0)) if result.metrics else 0,
                "seconds": round(time.perf_counter() - started, 2)}
     write_task_metrics(task_dir, {"task": spec.name, "primary_metric": spec.metrics[0], "split": split_note,
@@ -86,7 +88,12 @@ def prepare_squad(spec, cfg, *, source: dict[str, Any], data_dir: Path, seed: in
     file), cut into windows; only the dev split is predicted."""
     tokenizer = load_task_tokenizer(source["tokenizer"], cfg.max_seq_len)
     layout, tokenizer = pair_layout(tokenizer), raw_tokenizer(tokenizer)
-    train, dev, split_note = squad_splits(spec, Path(data_dir), cfg.squad_eval_fraction, seed)
+    if cfg.source == "hub":
+        from stages.finetune.hub import SQUAD_HUB, read_squad_splits
+
+        (train, dev), split_note = read_squad_splits(spec), f"{SQUAD_HUB[spec.version]} from the Hub"
+    else:
+        train, dev, split_note = squad_splits(spec, Path(data_dir), cfg.squad_eval_fraction, seed)
     train, dev = sample(train, cfg.max_train_examples, seed), sample(dev, cfg.max_eval_examples, seed)
     windows = {name: build_windows(tokenizer, layout, examples, max_seq_len=cfg.max_seq_len,
                                    doc_stride=cfg.doc_stride, max_query_len=cfg.max_query_len)
