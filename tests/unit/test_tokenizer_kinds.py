@@ -99,8 +99,11 @@ def test_unigram_loads_in_transformers(unigram):
     assert ids[-1] == 1 and tokenizer.decode(ids, skip_special_tokens=True) == "The old farmhouse"
 
 
-def test_training_each_kind_is_deterministic(ingest_dir, unigram, wordpiece, tmp_path):
-    for kind, (output_dir, _) in (("unigram", unigram), ("wordpiece", wordpiece)):
-        train(ingest_dir, tmp_path / kind, kind=kind)
-        assert (tmp_path / kind / "tokenizer.json").read_bytes() == (
-            output_dir / "tokenizer.json").read_bytes()
+def test_training_unigram_is_deterministic(ingest_dir, unigram, tmp_path):
+    # Not WordPiece: its trainer breaks merge ties in hash-map order upstream
+    # (huggingface/tokenizers#1794); at this vocabulary (800) 12 trainings gave 5
+    # different files. See stages/tokenizer/recipes.py canonical_wordpiece.
+    output_dir, _ = unigram
+    train(ingest_dir, tmp_path / "unigram", kind="unigram")
+    assert (tmp_path / "unigram" / "tokenizer.json").read_bytes() == (
+        output_dir / "tokenizer.json").read_bytes()
