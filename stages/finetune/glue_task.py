@@ -24,28 +24,22 @@ from stages.finetune.outputs import (
 from stages.finetune.prepared import PreparedTask
 from stages.finetune.tasks import TaskSpec
 from stages.finetune.tasks.tsv import read_split
-from stages.finetune.worker import OUTPUTS_NAME, finetune_worker
+from stages.finetune.worker import OUTPUTS_NAME
 
 
 def finetune_glue(spec: TaskSpec, cfg: FinetuneConfig, *, seed: int, source: dict[str, Any],
                   data_dir: Path, task_dir: Path, storage_path: Path, metrics_log,
                   tracking: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train, predict and write one GLUE task's outputs; returns what metrics.json holds."""
-    from stages.finetune.run import build_loop_config
-    from stages.training.launch import fit
+    from stages.finetune.run import train_prepared_task
 
     started = time.perf_counter()
     prepared = prepare_glue(spec, cfg, source=source, data_dir=data_dir, seed=seed)
     splits, to_predictions = prepared.data["splits"], prepared.data["predictions"]
     print(f"[finetune] {spec.name}: {prepared.description}; training on {cfg.num_workers} workers", flush=True)
 
-    task_dir.mkdir(parents=True, exist_ok=True)
-    result = fit(
-        finetune_worker,
-        build_loop_config(spec, cfg, seed=seed, source=source, prepared=prepared,
-                          task_dir=task_dir, metrics_log=metrics_log, tracking=tracking),
-        num_workers=cfg.num_workers, storage_path=storage_path, run_name=spec.name,
-        max_failures=cfg.max_failures, use_gpu=cfg.gpus_per_worker > 0)
+    result = train_prepared_task(spec, cfg, seed=seed, source=source, prepared=prepared, task_dir=task_dir,
+                                 storage_path=storage_path, metrics_log=metrics_log, tracking=tracking)
 
     with np.load(task_dir / OUTPUTS_NAME) as outputs:
         scores = prepared.scorers["dev"](outputs["dev"])

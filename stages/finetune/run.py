@@ -155,6 +155,23 @@ def build_loop_config(spec, cfg: FinetuneConfig, *, seed: int, source: dict[str,
     }
 
 
+def train_prepared_task(spec, cfg: FinetuneConfig, *, seed: int, source: dict[str, Any],
+                        prepared: PreparedTask, task_dir: Path, storage_path: Path, metrics_log,
+                        tracking: dict[str, Any] | None = None):
+    """One task's Ray Train run (every task family trains the same way; only preparing
+    and scoring differ). Returns the ray.train.Result; the workers leave their dev/test
+    outputs in task_dir."""
+    from stages.finetune.worker import finetune_worker
+    from stages.training.launch import fit
+
+    task_dir.mkdir(parents=True, exist_ok=True)
+    return fit(finetune_worker,
+               build_loop_config(spec, cfg, seed=seed, source=source, prepared=prepared,
+                                 task_dir=task_dir, metrics_log=metrics_log, tracking=tracking),
+               num_workers=cfg.num_workers, storage_path=storage_path, run_name=spec.name,
+               max_failures=cfg.max_failures, use_gpu=cfg.gpus_per_worker > 0)
+
+
 def check_task_files(specs: list, data_dir: Path) -> None:
     """Fail before the first task trains, not an hour later when a later task's files
     turn out to be missing (the shared data has no MNLI, QQP or QNLI train)."""

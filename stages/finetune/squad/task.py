@@ -29,13 +29,12 @@ from stages.finetune.squad.decode import decode
 from stages.finetune.squad.evaluate import best_threshold, score_question, squad_scores
 from stages.finetune.squad.reader import SquadExample, read_squad, split_by_article
 from stages.finetune.squad.windows import build_windows
-from stages.finetune.worker import OUTPUTS_NAME, finetune_worker
+from stages.finetune.worker import OUTPUTS_NAME
 
 
 def finetune_squad(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Path, task_dir: Path,
                    storage_path: Path, metrics_log, tracking: dict[str, Any] | None = None) -> dict[str, Any]:
-    from stages.finetune.run import build_loop_config
-    from stages.training.launch import fit
+    from stages.finetune.run import train_prepared_task
 
     started = time.perf_counter()
     prepared = prepare_squad(spec, cfg, source=source, data_dir=data_dir, seed=seed)
@@ -43,12 +42,8 @@ def finetune_squad(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Pa
     split_note = prepared.data["split_note"]
     print(f"[finetune] {spec.name}: {prepared.description}", flush=True)
 
-    task_dir.mkdir(parents=True, exist_ok=True)
-    result = fit(finetune_worker,
-                 build_loop_config(spec, cfg, seed=seed, source=source, prepared=prepared, task_dir=task_dir,
-                                   metrics_log=metrics_log, tracking=tracking),
-                 num_workers=cfg.num_workers, storage_path=storage_path, run_name=spec.name,
-                 max_failures=cfg.max_failures, use_gpu=cfg.gpus_per_worker > 0)
+    result = train_prepared_task(spec, cfg, seed=seed, source=source, prepared=prepared, task_dir=task_dir,
+                                 storage_path=storage_path, metrics_log=metrics_log, tracking=tracking)
     with np.load(task_dir / OUTPUTS_NAME) as outputs:
         start_logits, end_logits = np.split(outputs["dev"], 2, axis=1)  # 2 x (N, T)
     decoded = decode(dev, windows["dev"], start_logits, end_logits,
