@@ -19,8 +19,9 @@ class FinetuneConfig(Section):
         default_factory=lambda: ["sst2"],
         description="tasks to fine-tune on, one run each (several at once when the cluster "
         f"allows): {', '.join(task_names())} (GLUE under <data_dir>/glue_data/, SQuAD under "
-        "<data_dir>/squad/, CoNLL-2003 under <data_dir>/conll2003/); a T5 model fine-tunes the "
-        "GLUE classification tasks, as text to text")
+        "<data_dir>/squad/, CoNLL-2003 under <data_dir>/conll2003/); a T5 model fine-tunes every task "
+        "as text to text (stages/finetune/text_to_text/: label words, STS-B scores like '3.8', SQuAD "
+        "answers, CoNLL-2003 entity lists like 'EU [ORG] ; German [MISC]'), its source cut at max_seq_len")
     source: Literal["files", "hub"] = Field(
         "files",
         description="where the tasks' data comes from: files = the official files under data_dir; hub = "

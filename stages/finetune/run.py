@@ -41,11 +41,11 @@ def run(ctx) -> dict[str, Any]:
     # Absolute paths: Ray Train workers run in their own working directories.
     source = resolve_model_source(cfg.init_from, Path(ctx.inputs["pretrain"]).resolve() / "model")
     check_seq_len(source, cfg.max_seq_len)
-    if source["family"] == "t5":  # text to text: GLUE classification only, said before any training
-        from stages.finetune.text_to_text import label_words
+    if source["family"] == "t5":  # text to text: a task without a format is refused before any training
+        from stages.finetune.text_to_text import check_supported
 
         for name in cfg.tasks:
-            label_words(get_task(name))
+            check_supported(get_task(name))
     output_dir = Path(ctx.output_dir).resolve()
     data_dir = ctx.experiment.resolved_data_dir
     to_train: dict[str, str] = {}  # task -> its fingerprint

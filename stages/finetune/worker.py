@@ -75,6 +75,8 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
     # Same seed on every rank: the new head starts identical everywhere.
     torch.manual_seed(seed)
     head = loop_config["head_config"]["head"]
+    if loop_config["source"]["family"] == "t5":
+        head = "text_to_text"  # labels are target ids (B, L) for every task, never start/end positions
     model = build_task_model(loop_config["head_config"], load_backbone(loop_config["source"]),
                              dropout=cfg.classifier_dropout)
     micro_batches = micro_batches_per_epoch(len(train), world_size, cfg.micro_batch_size)

@@ -82,9 +82,13 @@ def generate(model: GPT, input_ids: torch.Tensor, max_new_tokens: int, *, do_sam
 @torch.no_grad()
 def generate_seq2seq(model: T5, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                      max_new_tokens: int = 20, *, num_beams: int = 1, eos_token_id: int | None = None,
-                     length_penalty: float = 1.0) -> torch.Tensor:
+                     length_penalty: float = 1.0, synced_ranks: bool = False) -> torch.Tensor:
     """Source (B, S) -> decoder output ids (B, 1 + n), starting with the decoder start
-    token. Greedy for num_beams == 1, else beam search returning the best hypothesis."""
+    token. Greedy for num_beams == 1, else beam search returning the best hypothesis.
+
+    synced_ranks (greedy): every rank of the default process group keeps decoding until
+    all ranks' rows are finished. ZeRO-3 gathers parameters collectively in each forward,
+    so a rank that stopped early would leave the others waiting forever."""
     memory = model.encode(input_ids, attention_mask)  # (B, S, C)
     if num_beams > 1:
         return _beam_search(model, memory, attention_mask, max_new_tokens, num_beams, eos_token_id, length_penalty)
@@ -99,9 +103,20 @@ def generate_seq2seq(model: T5, input_ids: torch.Tensor, attention_mask: torch.T
             token = token.masked_fill(done, eos_token_id)
             done |= token == eos_token_id
         ids = torch.cat([ids, token[:, None]], dim=1)
-        if done.all():
+        if _all_done(done, synced_ranks):
             break
     return ids
+
+
+def _all_done(done: torch.Tensor, synced_ranks: bool) -> bool:
+    finished = done.all()
+    if synced_ranks:
+        import torch.distributed as dist
+
+        flag = finished.to(torch.int32).reshape(1)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)  # 1 only when every rank is finished
+        finished = flag[0]
+    return bool(finished)
 
 
 def _beam_search(model: T5, memory: torch.Tensor, attention_mask: torch.Tensor | None, max_new_tokens: int,

@@ -1,11 +1,13 @@
 """A T5 pretrained by the pipeline, fine-tuned as text to text through the finetune stage
-on real Ray Train + DeepSpeed (2 CPU workers): SST-2 sources with the task prefix, label
+on real Ray Train + DeepSpeed (CPU workers): SST-2 sources with the task prefix, label
 words decoded greedily, scored as classes; the GLUE files hold labels, and the saved
-model generates what the dev predictions say."""
+model generates what the dev predictions say. SQuAD and CoNLL-2003: answer texts and
+entity lists generated, written in the official formats."""
 
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +16,11 @@ import torch
 
 from pipeline.config import ExperimentConfig
 from pipeline.context import StageContext
+from stages.finetune.conll.reader import ENTITY_TYPES, read_conll
+from stages.finetune.conll.task import sample_sentences
 from stages.finetune.run import run
 from stages.finetune.saved_model import load_finetuned
+from stages.finetune.squad.task import sample, squad_splits
 from stages.finetune.tasks import get_task
 from stages.finetune.tasks.tsv import read_split
 from stages.finetune.text_to_text import class_ids, encode_text_to_text
@@ -74,3 +79,40 @@ def test_t5_sst2_text_to_text(ray_session, tmp_path, t5_pretrain_dir, data_dir):
     with open(tmp_path / "sst2" / "dev_predictions.tsv", encoding="utf-8", newline="") as f:
         written = [row[1] for row in list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:17]]
     assert [str(max(int(i), 0)) for i in predicted] == written
+
+
+def test_t5_squad_and_conll_text_to_text(ray_session, tmp_path, t5_pretrain_dir, data_dir):
+    """SQuAD v1.1 (answer text out) and CoNLL-2003 (entity list out) through the real
+    stage, one worker each so both train at once: the official-format files hold every
+    scored question and word, whatever the tiny model generates."""
+    experiment = ExperimentConfig.model_validate({
+        "name": "finetune-t5-test", "data_dir": str(data_dir), "seed": 0,
+        "ingest": {"sources": [{"path": "unused: only finetune runs here"}]},
+        "finetune": {"tasks": ["squad", "conll2003"], "max_train_examples": 16, "max_eval_examples": 16,
+                     "epochs": 1, "num_workers": 1, "micro_batch_size": 8, "max_seq_len": 96, "lr": 1e-3,
+                     "max_failures": 0, "save_model": False},
+    })
+    ctx = StageContext(name="finetune", config=experiment.finetune, experiment=experiment, output_dir=tmp_path,
+                       inputs={"pretrain": t5_pretrain_dir}, fingerprint="test")
+    metrics = run(ctx)
+
+    assert 0.0 <= metrics["squad/exact_match"] <= metrics["squad/f1"] <= 1.0
+    _, held_out, _ = squad_splits(get_task("squad"), data_dir, experiment.finetune.squad_eval_fraction, 0)
+    predictions = json.loads((tmp_path / "squad" / "predictions.json").read_text(encoding="utf-8"))
+    assert set(predictions) == {e.id for e in sample(held_out, 16, 0)}
+    assert all(isinstance(answer, str) for answer in predictions.values())
+    squad_metrics = json.loads((tmp_path / "squad" / "metrics.json").read_text(encoding="utf-8"))
+    assert "nbest_predictions.json" in squad_metrics["files_not_written"]
+    assert not (tmp_path / "squad" / "nbest_predictions.json").exists()
+    assert 0 <= squad_metrics["dev_answers_cut_off"] <= 16
+
+    for split, file in (("dev", "valid.txt"), ("test", "test.txt")):
+        sentences = sample_sentences(read_conll(data_dir / "conll2003" / file), 16, 0)
+        lines = (tmp_path / "conll2003" / f"{split}_predictions.txt").read_text(encoding="utf-8").splitlines()
+        rows = [line.split(" ") for line in lines if line]
+        assert [row[0] for row in rows] == [w for words in sentences.words for w in words]  # one line per word
+        assert [row[1] for row in rows] == [t for tags in sentences.tags for t in tags]
+        assert all(len(row) == 3 and (row[2] == "O" or row[2][2:] in ENTITY_TYPES) for row in rows)
+    for key in ("f1", "precision", "recall", "test_f1"):
+        assert 0.0 <= metrics[f"conll2003/{key}"] <= 1.0
+    assert metrics["conll2003/malformed_pieces"] >= 0 and metrics["conll2003/unmatched_entities"] >= 0

@@ -1,8 +1,11 @@
-"""T5 fine-tuning as text to text (no Ray): sources with the task prefix, label words as
-targets, generated ids back to classes, and the model that trains by teacher forcing and
-predicts by greedy decoding."""
+"""T5 fine-tuning as text to text (no Ray): sources with the task prefix, label words and
+STS-B scores as targets, generated ids back to classes and scores, and the model that
+trains by teacher forcing and predicts by greedy decoding. SQuAD and CoNLL-2003 formats:
+test_t5_squad_text.py and test_t5_ner_text.py."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,9 +15,10 @@ from stages.finetune.encode import load_task_tokenizer
 from stages.finetune.model_source import build_task_model
 from stages.finetune.tasks import get_task
 from stages.finetune.tasks.tsv import read_split
+from stages.finetune.tasks import task_names
 from stages.finetune.text_to_text import (
-    MAX_TARGET_LEN, TextToTextModel, class_ids, encode_text_to_text, file_predictions, label_words,
-    text_to_text_scores,
+    MAX_TARGET_LEN, TextToTextModel, check_supported, class_ids, encode_text_to_text, file_predictions,
+    label_words, max_target_len, parse_score, score_text, text_to_text_scores,
 )
 from stages.models import build_model
 from stages.tokenizer.config import TokenizerConfig
@@ -56,16 +60,42 @@ def test_generated_words_become_classes_and_anything_else_is_wrong(t5_tokenizer_
     outputs[2, :2] = tokenizer.encode("dull").ids[:2]  # not a label word
     assert class_ids(spec, t5_tokenizer_path, outputs).tolist() == [0, 1, -1]
     assert file_predictions(spec, t5_tokenizer_path, outputs).tolist() == [0, 1, 0]
-    assert text_to_text_scores(spec, t5_tokenizer_path, np.array([0, 1, 1]), outputs) == {"accuracy": 2 / 3}
+    assert text_to_text_scores(spec, t5_tokenizer_path, np.array([0, 1, 1]), outputs) == {
+        "accuracy": 2 / 3, "invalid_predictions": 1}
 
 
-def test_word_labels_are_their_own_words_and_regression_is_refused():
+def test_word_labels_are_their_own_words_and_only_classification_has_them():
     assert label_words(get_task("rte")) == ("entailment", "not_entailment")
     assert label_words(get_task("cola")) == ("unacceptable", "acceptable")
-    with pytest.raises(ValueError, match="stsb: a T5 model fine-tunes GLUE classification tasks only"):
+    with pytest.raises(ValueError, match="stsb: only GLUE classification tasks have label words"):
         label_words(get_task("stsb"))
     with pytest.raises(ValueError, match="conll2003"):
         label_words(get_task("conll2003"))
+
+
+def test_every_registered_task_has_a_text_to_text_format():
+    for name in task_names():
+        check_supported(get_task(name))
+    with pytest.raises(ValueError, match="pos: a T5 model fine-tunes GLUE, SQuAD and CoNLL-2003"):
+        check_supported(SimpleNamespace(name="pos"))
+    assert (max_target_len("sst2"), max_target_len("squad_v2"), max_target_len("conll2003")) == (8, 32, 64)
+
+
+def test_stsb_targets_are_scores_to_the_nearest_fifth_and_generations_are_read_as_floats(t5_tokenizer_path):
+    assert [score_text(s) for s in (3.77, 0.0, 5.0, 2.1, 4.9)] == ["3.8", "0.0", "5.0", "2.0", "4.8"]
+    assert [parse_score(t) for t in ("3.8", " 4 ", "4.0.1", "", "nan", "five")] == [3.8, 4.0, None, None, None, None]
+    tokenizer = load_task_tokenizer(t5_tokenizer_path, 32)
+    spec = get_task("stsb")
+    encoded = encode_text_to_text(tokenizer, spec, [("a", "b")] * 3, np.array([3.77, 1.0, 0.4], dtype=np.float32))
+    assert tokenizer.decode(encoded.input_ids[0].tolist()).startswith("stsb sentence1: a sentence2: b")
+    assert [tokenizer.decode([t for t in row if t >= 0]) for row in encoded.labels] == ["3.8", "1.0", "0.4"]
+    outputs = np.where(encoded.labels < 0, -1, encoded.labels).astype(np.float32)
+    outputs[2] = -1
+    outputs[2, :2] = tokenizer.encode("dull").ids[:2]  # not a number: scored as 0.0
+    assert file_predictions(spec, t5_tokenizer_path, outputs).tolist() == pytest.approx([3.8, 1.0, 0.0])
+    scores = text_to_text_scores(spec, t5_tokenizer_path, np.array([3.9, 1.2, 0.2]), outputs)
+    assert scores["invalid_predictions"] == 1 and scores["pearson"] == pytest.approx(
+        float(np.corrcoef([3.8, 1.0, 0.0], [3.9, 1.2, 0.2])[0, 1]), abs=1e-6)
 
 
 def test_the_model_learns_by_teacher_forcing_and_predicts_by_greedy_decoding():
@@ -91,5 +121,33 @@ def test_the_model_learns_by_teacher_forcing_and_predicts_by_greedy_decoding():
     assert none is None and generated.shape == (4, MAX_TARGET_LEN)
     assert generated[0, :2].tolist() == [5, 1] and (generated[0, 2:] == -1).all()  # nothing after </s>
     assert generated[2, :3].tolist() == [7, 8, 1]
-    with pytest.raises(ValueError, match="no span_extraction head"):
-        build_task_model({"head": "span_extraction"}, t5)
+    # Every head is text to text on a T5, with the task's target length as output width.
+    squad_model = build_task_model({"head": "span_extraction", "task": "squad"}, t5)
+    assert isinstance(squad_model, TextToTextModel) and squad_model.max_target_len == 32
+    with pytest.raises(ValueError, match="unknown head"):
+        build_task_model({"head": "pointer"}, t5)
+
+
+def test_stsb_through_the_glue_task_gives_score_targets_and_float_submissions(t5_tokenizer_path, data_dir, tmp_path):
+    from stages.finetune.config import FinetuneConfig
+    from stages.finetune.glue_task import prepare_glue
+    from stages.finetune.outputs import write_submission
+
+    spec = get_task("stsb")
+    cfg = FinetuneConfig(tasks=["stsb"], max_train_examples=8, max_eval_examples=8, max_seq_len=32)
+    prepared = prepare_glue(spec, cfg, source={"tokenizer": t5_tokenizer_path, "family": "t5"},
+                            data_dir=data_dir, seed=0)
+    tokenizer = load_task_tokenizer(t5_tokenizer_path, 32)
+    dev = prepared.encoded["dev"]
+    targets = [tokenizer.decode([t for t in row if t >= 0]) for row in dev.labels]
+    assert targets == [score_text(s) for s in prepared.data["splits"]["dev"].labels]
+    assert prepared.encoded["test"].labels is None
+    # Perfect generations: the rounded gold scores, as floats, correlate almost perfectly.
+    outputs = np.where(dev.labels < 0, -1, dev.labels).astype(np.float32)
+    scores = prepared.scorers["dev"](outputs)
+    assert scores["pearson"] > 0.99 and scores["invalid_predictions"] == 0
+    predictions = prepared.data["predictions"](outputs)
+    assert predictions.dtype == np.float32 and predictions.tolist() == pytest.approx([float(t) for t in targets])
+    test = prepared.data["splits"]["test"]
+    path = write_submission(tmp_path, spec, test.sample(8, 0), predictions)
+    assert [line.split("\t")[1] for line in path.read_text().splitlines()[1:]] == [f"{float(t):.3f}" for t in targets]

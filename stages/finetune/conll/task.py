@@ -4,6 +4,11 @@ Writes into `<output_dir>/<task>/`:
     dev_predictions.txt, test_predictions.txt   conlleval input: `word gold predicted` lines
     metrics.json   entity-level f1/precision/recall on valid.txt (micro, conlleval rules),
                    per type (PER/f1 ...), test_f1 etc. on test.txt, and run facts
+
+A T5 tags as text to text (`stages.finetune.text_to_text.ner`: "ner: <words>" ->
+"EU [ORG] ; German [MISC]", parsed back into tags per word); the same files, and
+metrics.json also counts the generated pieces that could not be read back
+(malformed_pieces, unmatched_entities; test_ for test.txt).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ def finetune_conll(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Pa
 
     started = time.perf_counter()
     prepared = prepare_conll(spec, cfg, source=source, data_dir=data_dir, seed=seed)
-    sentences, first_tokens = prepared.data["sentences"], prepared.data["first_tokens"]
+    sentences = prepared.data["sentences"]
     print(f"[finetune] {spec.name}: {prepared.description}", flush=True)
 
     result = train_prepared_task(spec, cfg, seed=seed, source=source, prepared=prepared, task_dir=task_dir,
@@ -39,11 +44,10 @@ def finetune_conll(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Pa
     scores: dict[str, float] = {}
     with np.load(task_dir / OUTPUTS_NAME) as outputs:
         for split in ("dev", "test"):
-            logits = outputs[split].reshape(len(sentences[split]), cfg.max_seq_len, spec.num_labels)
-            predicted = word_predictions(logits, first_tokens[split], spec.labels)
+            predicted = prepared.data["word_tags"][split](outputs[split])
             write_conlleval(task_dir / f"{split}_predictions.txt", sentences[split].words,
                             sentences[split].tags, predicted)
-            split_scores = entity_scores(sentences[split].tags, predicted)
+            split_scores = prepared.scorers[split](outputs[split])
             scores.update(split_scores if split == "dev" else {f"test_{k}": v for k, v in split_scores.items()})
     metrics = {**scores, "train_examples": len(sentences["train"]), "dev_examples": len(sentences["dev"]),
                "test_examples": len(sentences["test"]), "epochs": cfg.epochs,
@@ -57,7 +61,9 @@ def finetune_conll(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Pa
 
 
 def prepare_conll(spec, cfg, *, source: dict[str, Any], data_dir: Path, seed: int) -> PreparedTask:
-    """Seeded subsets of the three files, one label per word on its first subword."""
+    """Seeded subsets of the three files, one label per word on its first subword (a T5:
+    as text to text). data: {"sentences", "word_tags": split -> (outputs -> tags per
+    sentence), and for the token head "first_tokens"}."""
     tokenizer = load_task_tokenizer(source["tokenizer"], cfg.max_seq_len)
     if cfg.source == "hub":
         from stages.finetune.hub import read_conll_splits
@@ -65,9 +71,13 @@ def prepare_conll(spec, cfg, *, source: dict[str, Any], data_dir: Path, seed: in
         sentences = read_conll_splits(spec)
     else:
         sentences = {split: read_conll(Path(data_dir) / spec.directory / name) for split, name in spec.files.items()}
-    sentences["train"] = _sample(sentences["train"], cfg.max_train_examples, seed)
+    sentences["train"] = sample_sentences(sentences["train"], cfg.max_train_examples, seed)
     for split in ("dev", "test"):
-        sentences[split] = _sample(sentences[split], cfg.max_eval_examples, seed)
+        sentences[split] = sample_sentences(sentences[split], cfg.max_eval_examples, seed)
+    if source.get("family") == "t5":
+        from stages.finetune.text_to_text.ner import prepare_ner_text
+
+        return prepare_ner_text(tokenizer, source["tokenizer"], sentences)
     encoded, first_tokens = {}, {}
     for split, batch in sentences.items():
         encoded[split], first_tokens[split] = encode_sentences(tokenizer, batch, spec.labels)
@@ -75,7 +85,10 @@ def prepare_conll(spec, cfg, *, source: dict[str, Any], data_dir: Path, seed: in
         encoded=encoded,
         scorers={split: partial(split_scores, spec, sentences[split].tags, first_tokens[split], cfg.max_seq_len)
                  for split in ("dev", "test")},
-        predict_splits=("dev", "test"), data={"sentences": sentences, "first_tokens": first_tokens},
+        predict_splits=("dev", "test"),
+        data={"sentences": sentences, "first_tokens": first_tokens,
+              "word_tags": {split: partial(token_head_tags, spec, first_tokens[split], cfg.max_seq_len)
+                            for split in ("dev", "test")}},
         description=f"{len(sentences['train'])} train, {len(sentences['dev'])} dev, "
                     f"{len(sentences['test'])} test sentences")
 
@@ -84,11 +97,17 @@ def split_scores(spec, gold_tags: list[list[str]], first_tokens: list[list[int]]
                  outputs: np.ndarray) -> dict[str, float]:
     """Head outputs (N, T * num_labels) -> entity-level scores; what rank 0 logs per
     evaluation (the driver also writes the conlleval files)."""
-    logits = outputs.reshape(len(gold_tags), max_seq_len, spec.num_labels)
-    return entity_scores(gold_tags, word_predictions(logits, first_tokens, spec.labels))
+    return entity_scores(gold_tags, token_head_tags(spec, first_tokens, max_seq_len, outputs))
 
 
-def _sample(sentences, max_examples: int | None, seed: int):
+def token_head_tags(spec, first_tokens: list[list[int]], max_seq_len: int, outputs: np.ndarray) -> list[list[str]]:
+    """Head outputs (N, T * num_labels) -> a tag per word."""
+    logits = outputs.reshape(len(first_tokens), max_seq_len, spec.num_labels)
+    return word_predictions(logits, first_tokens, spec.labels)
+
+
+def sample_sentences(sentences, max_examples: int | None, seed: int):
+    """A seeded subset in file order (None = all)."""
     if max_examples is None or max_examples >= len(sentences):
         return sentences
     return sentences.subset(np.sort(np.random.default_rng(seed).choice(len(sentences), max_examples, replace=False)))

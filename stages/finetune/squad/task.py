@@ -9,6 +9,11 @@ Writes into `<output_dir>/<task>/`:
 
 Only the dev file is needed: without the train file, the dev file's articles are split
 (seeded, finetune.squad_eval_fraction held out) and the held-out articles are scored.
+
+A T5 answers as text to text (`stages.finetune.text_to_text.squad`): predictions.json and
+metrics.json as above (v2.0: an empty answer is the no-answer prediction, no threshold);
+no nbest_predictions.json or null_odds.json, since greedy generation gives one answer
+and no null score (metrics.json's `files_not_written` says so).
 """
 
 from __future__ import annotations
@@ -38,24 +43,20 @@ def finetune_squad(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Pa
 
     started = time.perf_counter()
     prepared = prepare_squad(spec, cfg, source=source, data_dir=data_dir, seed=seed)
-    train, dev, windows = prepared.data["train"], prepared.data["dev"], prepared.data["windows"]
+    train, dev, windows = prepared.data["train"], prepared.data["dev"], prepared.data.get("windows")
     split_note = prepared.data["split_note"]
     print(f"[finetune] {spec.name}: {prepared.description}", flush=True)
 
     result = train_prepared_task(spec, cfg, seed=seed, source=source, prepared=prepared, task_dir=task_dir,
                                  storage_path=storage_path, metrics_log=metrics_log, tracking=tracking)
     with np.load(task_dir / OUTPUTS_NAME) as outputs:
-        start_logits, end_logits = np.split(outputs["dev"], 2, axis=1)  # 2 x (N, T)
-    decoded = decode(dev, windows["dev"], start_logits, end_logits,
-                     n_best_size=cfg.n_best_size, max_answer_len=cfg.max_answer_len)
-    scores, predictions = score_decoded(decoded, dev, with_null=spec.version == "2.0")
-    _write_json(task_dir / "predictions.json", predictions)
-    _write_json(task_dir / "nbest_predictions.json", decoded.n_best)
-    if spec.version == "2.0":
-        _write_json(task_dir / "null_odds.json", decoded.null_odds)
+        dev_outputs = outputs["dev"]
+    if windows is None:  # a T5: generated answer texts
+        scores, facts = _text_results(prepared, dev_outputs, task_dir)
+    else:
+        scores, facts = _span_results(spec, cfg, dev, windows, dev_outputs, task_dir)
 
-    metrics = {**scores, "train_examples": len(train), "dev_examples": len(dev),
-               "train_windows": len(windows["train"]), "dev_windows": len(windows["dev"]),
+    metrics = {**scores, "train_examples": len(train), "dev_examples": len(dev), **facts,
                **best_epoch_facts(task_dir, cfg.keep_best),
                "epochs": cfg.epochs, "steps": int(result.metrics.get("step", 0)) if result.metrics else 0,
                "seconds": round(time.perf_counter() - started, 2)}
@@ -64,6 +65,29 @@ def finetune_squad(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Pa
     print(f"[finetune] {spec.name}: f1={scores['f1']:.4f} exact_match={scores['exact_match']:.4f} "
           f"in {metrics['seconds']:.1f}s", flush=True)
     return metrics
+
+
+def _span_results(spec, cfg, dev: list[SquadExample], windows, outputs: np.ndarray,
+                  task_dir: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    start_logits, end_logits = np.split(outputs, 2, axis=1)  # 2 x (N, T)
+    decoded = decode(dev, windows["dev"], start_logits, end_logits,
+                     n_best_size=cfg.n_best_size, max_answer_len=cfg.max_answer_len)
+    scores, predictions = score_decoded(decoded, dev, with_null=spec.version == "2.0")
+    _write_json(task_dir / "predictions.json", predictions)
+    _write_json(task_dir / "nbest_predictions.json", decoded.n_best)
+    if spec.version == "2.0":
+        _write_json(task_dir / "null_odds.json", decoded.null_odds)
+    return scores, {"train_windows": len(windows["train"]), "dev_windows": len(windows["dev"])}
+
+
+def _text_results(prepared: PreparedTask, outputs: np.ndarray, task_dir: Path,
+                  ) -> tuple[dict[str, float], dict[str, Any]]:
+    _write_json(task_dir / "predictions.json", prepared.data["answers"](outputs))
+    cut_off = prepared.data["answers_cut_off"]
+    return prepared.scorers["dev"](outputs), {
+        "train_answers_cut_off": cut_off["train"], "dev_answers_cut_off": cut_off["dev"],
+        "files_not_written": "nbest_predictions.json and null_odds.json: a T5 generates one answer greedily, "
+                             "with no n-best list and no null score (an empty answer is the no-answer prediction)"}
 
 
 def squad_splits(spec, data_dir: Path, eval_fraction: float, seed: int,
@@ -80,9 +104,10 @@ def squad_splits(spec, data_dir: Path, eval_fraction: float, seed: int,
 
 def prepare_squad(spec, cfg, *, source: dict[str, Any], data_dir: Path, seed: int) -> PreparedTask:
     """Train and scored questions (the dev file split by article when there is no train
-    file), cut into windows; only the dev split is predicted."""
-    tokenizer = load_task_tokenizer(source["tokenizer"], cfg.max_seq_len)
-    layout, tokenizer = pair_layout(tokenizer), raw_tokenizer(tokenizer)
+    file), cut into windows (a T5: as text to text, the source cut at max_seq_len); only
+    the dev split is predicted."""
+    task_tokenizer = load_task_tokenizer(source["tokenizer"], cfg.max_seq_len)
+    layout, tokenizer = pair_layout(task_tokenizer), raw_tokenizer(task_tokenizer)
     if cfg.source == "hub":
         from stages.finetune.hub import SQUAD_HUB, read_squad_splits
 
@@ -90,6 +115,10 @@ def prepare_squad(spec, cfg, *, source: dict[str, Any], data_dir: Path, seed: in
     else:
         train, dev, split_note = squad_splits(spec, Path(data_dir), cfg.squad_eval_fraction, seed)
     train, dev = sample(train, cfg.max_train_examples, seed), sample(dev, cfg.max_eval_examples, seed)
+    if source.get("family") == "t5":
+        from stages.finetune.text_to_text.squad import prepare_squad_text
+
+        return prepare_squad_text(task_tokenizer, source["tokenizer"], train, dev, split_note)
     windows = {name: build_windows(tokenizer, layout, examples, max_seq_len=cfg.max_seq_len,
                                    doc_stride=cfg.doc_stride, max_query_len=cfg.max_query_len)
                for name, examples in (("train", train), ("dev", dev))}

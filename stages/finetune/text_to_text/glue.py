@@ -1,0 +1,115 @@
+"""GLUE as text to text (Raffel et al. 2020, sec. 2.4 and appendix D): a task prefix and
+the named columns in, a label word (classification) or a score (STS-B) out.
+
+    "sst2 sentence: a gripping , funny film"                      -> "positive"
+    "rte sentence1: The cat sat. sentence2: A cat is sitting."    -> "entailment"
+    "stsb sentence1: A man plays. sentence2: A man is playing."   -> "3.8"
+
+Classification: the label words are T5's where the GLUE files use 0/1; word labels
+(RTE, QNLI, MNLI) are their own words. A generation that is none of the task's words
+counts as wrong when scored (class -1, as in the T5 paper) and is written as the first
+label in prediction files (the GLUE server needs a label on every row).
+
+STS-B: the target is the gold score rounded to the nearest 0.2 and written with one
+decimal ("3.8"), as T5 does (so the model picks one of 26 strings). The generation is
+read as a float; one that is not a number is scored as 0.0 and written as 0.000 in the
+prediction files (clipped to 0-5 like any score there). Both kinds of task report
+`invalid_predictions`, the number of dev generations that were neither.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from stages.finetune.encode import EncodedSplit
+from stages.finetune.text_to_text.pairs import encode_pairs, generated_texts
+
+MAX_TARGET_LEN = 8  # tokens per label word or score, </s> included; longer ones are cut
+INVALID_SCORE = 0.0  # STS-B: what a generation that is not a number counts as
+# T5's label words for the GLUE tasks whose files hold 0/1 (class-id order).
+LABEL_WORDS = {
+    "cola": ("unacceptable", "acceptable"),
+    "sst2": ("negative", "positive"),
+    "mrpc": ("not_equivalent", "equivalent"),
+    "qqp": ("not_duplicate", "duplicate"),
+    "wnli": ("not_entailment", "entailment"),
+}
+
+
+def label_words(spec) -> tuple[str, ...]:
+    """The words a classification task's generations must be (class-id order)."""
+    if not hasattr(spec, "text_columns") or spec.is_regression:  # SQuAD, CoNLL; STS-B
+        raise ValueError(f"task {spec.name}: only GLUE classification tasks have label words "
+                         "(STS-B's targets are scores, SQuAD's answers, CoNLL-2003's entity lists)")
+    return LABEL_WORDS.get(spec.name, spec.labels)
+
+
+def source_texts(spec, texts: list[tuple[str, ...]]) -> list[str]:
+    """T5's input format: "<task> <column>: <text> <column>: <text>"."""
+    return [" ".join([spec.name, *(f"{column}: {text}" for column, text in zip(spec.text_columns, row))])
+            for row in texts]
+
+
+def score_text(score: float) -> str:
+    """STS-B target: 3.77 -> "3.8" (nearest 0.2; halves to even, as T5's tf.round)."""
+    return f"{np.round(float(score) * 5) / 5:.1f}"
+
+
+def parse_score(text: str) -> float | None:
+    """A generated STS-B score, or None when the text is not a finite number."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def target_texts(spec, labels: np.ndarray) -> list[str]:
+    if spec.is_regression:
+        return [score_text(score) for score in labels]
+    words = label_words(spec)
+    return [words[int(label)] for label in labels]
+
+
+def encode_text_to_text(tokenizer: Tokenizer, spec, texts: list[tuple[str, ...]],
+                        labels: np.ndarray | None) -> EncodedSplit:
+    """Sources with the task prefix; targets (with labels) the label word or score text."""
+    targets = None if labels is None else target_texts(spec, labels)
+    return encode_pairs(tokenizer, source_texts(spec, texts), targets, MAX_TARGET_LEN)
+
+
+def class_ids(spec, tokenizer_path: str, outputs: np.ndarray) -> np.ndarray:
+    """Generated ids (N, MAX_TARGET_LEN) -> class ids, -1 where the text is no label word."""
+    words = {word: i for i, word in enumerate(label_words(spec))}
+    return np.asarray([words.get(text, -1) for text in generated_texts(tokenizer_path, outputs)], dtype=np.int64)
+
+
+def generated_scores(tokenizer_path: str, outputs: np.ndarray) -> tuple[np.ndarray, int]:
+    """STS-B: (scores (N,) float32, INVALID_SCORE where not a number; how many were not)."""
+    parsed = [parse_score(text) for text in generated_texts(tokenizer_path, outputs)]
+    scores = np.asarray([INVALID_SCORE if p is None else p for p in parsed], dtype=np.float32)
+    return scores, sum(p is None for p in parsed)
+
+
+def text_to_text_scores(spec, tokenizer_path: str, labels: np.ndarray, outputs: np.ndarray) -> dict[str, float]:
+    """The task's GLUE metrics on the generations, and `invalid_predictions`."""
+    from stages.finetune.metrics import compute_metrics
+
+    if spec.is_regression:
+        predicted, invalid = generated_scores(tokenizer_path, outputs)
+    else:
+        predicted = class_ids(spec, tokenizer_path, outputs)
+        invalid = int((predicted < 0).sum())
+    return {**compute_metrics(spec.metrics, predicted, labels), "invalid_predictions": invalid}
+
+
+def file_predictions(spec, tokenizer_path: str, outputs: np.ndarray) -> np.ndarray:
+    """What prediction files hold: class ids (a generation that is no label word becomes
+    class 0) or STS-B scores (INVALID_SCORE where not a number)."""
+    if spec.is_regression:
+        return generated_scores(tokenizer_path, outputs)[0]
+    predicted = class_ids(spec, tokenizer_path, outputs)
+    return np.where(predicted < 0, 0, predicted)

@@ -1,0 +1,38 @@
+"""The T5 that fine-tunes as text to text: teacher forcing to train, greedy decoding to predict."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+
+class TextToTextModel(nn.Module):
+    """A T5 trained on (source, target) pairs. With labels: (logits, loss) by teacher
+    forcing. Without: the greedy generation, (ids (B, max_target_len) as floats, -1
+    after </s>, None), so that prediction handles it like any head's outputs (a fixed
+    width, so the ranks' shards concatenate)."""
+
+    def __init__(self, backbone: nn.Module, max_target_len: int):
+        super().__init__()
+        self.backbone = backbone  # the T5 (named like the other heads' backbones)
+        self.max_target_len = max_target_len
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if labels is not None:
+            return self.backbone(input_ids, attention_mask, labels=labels)
+        from stages.models.generation import generate_seq2seq
+
+        eos = self.backbone.config.eos_token_id
+        import torch.distributed as dist
+
+        # All ranks decode the same number of steps: under ZeRO-3 each step is collective.
+        synced = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        ids = generate_seq2seq(self.backbone, input_ids, attention_mask, max_new_tokens=self.max_target_len,
+                               eos_token_id=eos, synced_ranks=synced)[:, 1:]  # (B, n <= max_target_len), start token dropped
+        # -1 after the first </s> (greedy decoding keeps emitting it for finished rows).
+        is_eos = (ids == eos).long()
+        ids = ids.masked_fill(is_eos.cumsum(dim=1) - is_eos > 0, -1)
+        padded = torch.full((ids.size(0), self.max_target_len), -1, dtype=torch.long, device=ids.device)
+        padded[:, :ids.size(1)] = ids
+        return padded.float(), None
