@@ -50,13 +50,15 @@ def t5_pretrain_dir(tmp_path_factory, data_dir) -> Path:
     return root
 
 
-def test_t5_sst2_text_to_text(ray_session, tmp_path, t5_pretrain_dir, data_dir):
+def test_t5_sst2_and_stsb_text_to_text_under_zero3(ray_session, tmp_path, t5_pretrain_dir, data_dir):
+    """Two ranks under ZeRO-3: parameters are gathered collectively in every decoder step,
+    so prediction only finishes if both ranks generate the same number of steps."""
     experiment = ExperimentConfig.model_validate({
         "name": "finetune-t5-test", "data_dir": str(data_dir), "seed": 0,
         "ingest": {"sources": [{"path": "unused: only finetune runs here"}]},
-        "finetune": {"tasks": ["sst2"], "max_train_examples": 96, "max_eval_examples": 64, "epochs": 1,
-                     "num_workers": 2, "micro_batch_size": 16, "max_seq_len": SEQ_LEN, "lr": 1e-3,
-                     "max_failures": 0},
+        "finetune": {"tasks": ["sst2", "stsb"], "max_train_examples": 96, "max_eval_examples": 64, "epochs": 1,
+                     "num_workers": 2, "zero_stage": 3, "micro_batch_size": 16, "max_seq_len": SEQ_LEN,
+                     "lr": 1e-3, "max_failures": 0},
     })
     ctx = StageContext(name="finetune", config=experiment.finetune, experiment=experiment, output_dir=tmp_path,
                        inputs={"pretrain": t5_pretrain_dir}, fingerprint="test")
@@ -79,6 +81,12 @@ def test_t5_sst2_text_to_text(ray_session, tmp_path, t5_pretrain_dir, data_dir):
     with open(tmp_path / "sst2" / "dev_predictions.tsv", encoding="utf-8", newline="") as f:
         written = [row[1] for row in list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:17]]
     assert [str(max(int(i), 0)) for i in predicted] == written
+
+    # STS-B: a similarity score generated as text ("3.8"), read back as a float.
+    assert -1.0 <= metrics["stsb/pearson"] <= 1.0 and metrics["stsb/dev_examples"] == 64
+    with open(tmp_path / "stsb" / "STS-B.tsv", encoding="utf-8", newline="") as f:
+        scores = [float(row[1]) for row in list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]]
+    assert len(scores) == 1379
 
 
 def test_t5_squad_and_conll_text_to_text(ray_session, tmp_path, t5_pretrain_dir, data_dir):
