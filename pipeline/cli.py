@@ -35,10 +35,21 @@ def build_parser() -> argparse.ArgumentParser:
                               "or with no name every selected stage")
         return sub
 
-    config_command("run", "run every stage that is not cached")
+    run = config_command("run", "run every stage that is not cached")
+    run.add_argument("--verify", action="store_true",
+                     help="before reusing a finished stage, compare every output file's sha256 with "
+                          "its manifest (sizes are always compared); damaged stages are rebuilt")
+    run.add_argument("--wait-lock", action="store_true",
+                     help="when another run is writing a stage of this workdir, wait for it "
+                          "(and reuse what it finished) instead of exiting with an error")
     config_command("plan", "show what would run, what is cached, and why (starts nothing)")
     status = commands.add_parser("status", help="one row per stage of a run directory")
     status.add_argument("run_dir", help="the experiment's workdir, e.g. runs/demo")
+    verify = commands.add_parser(
+        "verify", help="compare every output file of a run directory with its manifest (size, sha256)")
+    verify.add_argument("run_dir", help="the experiment's workdir, e.g. runs/demo")
+    verify.add_argument("--stage", action="append", choices=STAGE_NAMES, metavar="STAGE",
+                        help="check only this stage (repeatable)")
     cli_cluster.add_commands(commands)
     return parser
 
@@ -51,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "status":
             print(render(Path(args.run_dir)))
             return 0
+        if args.command == "verify":
+            from pipeline.verify import verify_run
+
+            return verify_run(Path(args.run_dir), args.stage)
         cfg = load_config(args.config, args.override)
         selection = Selection(only=tuple(args.only), from_stage=args.from_stage,
                               force=tuple(args.force))
@@ -60,17 +75,18 @@ def main(argv: list[str] | None = None) -> int:
             print(format_table(["stage", "decision", "fingerprint", "why"],
                                [[d.stage, d.action, d.fingerprint, d.reason] for d in decisions]))
             return 0
-        return _run(cfg, selection, args.config)
+        return _run(cfg, selection, args.config, verify=args.verify, wait_lock=args.wait_lock)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
 
-def _run(cfg, selection: Selection, config_path: str) -> int:
+def _run(cfg, selection: Selection, config_path: str, *, verify: bool = False,
+         wait_lock: bool = False) -> int:
     from pipeline.runner import StageFailed, run_pipeline
 
     try:
-        run_pipeline(cfg, selection, config_path=config_path)
+        run_pipeline(cfg, selection, config_path=config_path, verify=verify, wait_lock=wait_lock)
     except StageFailed as error:
         print(f"error: {error}", file=sys.stderr)
         print(f"the stage wrote no manifest; fix the cause and run the same command again",

@@ -21,6 +21,8 @@ class StageContext:
     inputs:      upstream stage name -> that stage's finished output directory
     input_manifests: upstream stage name -> its manifest (metrics, files, config)
     fingerprint: this stage's fingerprint (used e.g. as the Ray Train run name)
+    input_digests: name -> content digest of every file the stage reads besides its input
+                 stages (its StageSpec.input_files), as they joined the fingerprint
     """
 
     name: str
@@ -30,6 +32,7 @@ class StageContext:
     inputs: dict[str, Path] = field(default_factory=dict)
     input_manifests: dict[str, dict] = field(default_factory=dict)
     fingerprint: str = ""
+    input_digests: dict[str, str] = field(default_factory=dict)
 
     @property
     def metrics_log(self) -> MetricsLog:

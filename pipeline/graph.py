@@ -32,37 +32,52 @@ class StageSpec:
     needs_ray: bool = True
     # Metrics `pretrain status` shows for the stage (all "task/metric" scores if empty).
     summary_metrics: tuple[str, ...] = field(default=())
-    # Keys of the stage's section that name a file the stage reads (e.g. a user's
-    # DeepSpeed JSON): the file's contents join the fingerprint, so editing the file
-    # re-runs the stage even though the key's value (the path) did not change.
-    file_keys: tuple[str, ...] = ()
+    # "module:function" giving {stable name: path} of the files the stage reads besides
+    # its input stages (corpus files, task files, a user's DeepSpeed JSON). Their
+    # contents join the fingerprint (pipeline.input_files), so editing a file re-runs the
+    # stage while moving data_dir with the same bytes does not. The module must be light
+    # (no torch): `plan` imports it.
+    input_files: str | None = None
+    # Whether the stage reads data_dir (the runner checks it exists before running).
+    reads_data_dir: bool = False
+    # What a damaged output file takes with it before a resuming rerun: "top" = its
+    # top-level entry under the stage directory (a fine-tuning task's folder, model/),
+    # "file" = the file alone (the dataset stage rebuilds any shard whose file is gone).
+    damage_scope: str = "top"
 
     def load(self) -> Callable:
         module_name, _, function_name = self.entry.partition(":")
         return getattr(importlib.import_module(module_name), function_name)
+
+    def list_input_files(self, experiment) -> dict[str, str]:
+        if self.input_files is None:
+            return {}
+        module_name, _, function_name = self.input_files.partition(":")
+        return getattr(importlib.import_module(module_name), function_name)(experiment)
 
 
 STAGES: tuple[StageSpec, ...] = (
     # ingest v2: sentences column, filters, near-dedup; v3: metadata column, CSV / Parquet /
     # Hugging Face sources. tokenizer v2: wordpiece, unigram.
     StageSpec(name="ingest", entry="stages.ingest.run:run", code_version="3",
-              experiment_keys=("data_dir",),
+              input_files="stages.ingest.inputs:input_files", reads_data_dir=True,
               summary_metrics=("documents_out", "bytes_out", "dropped_duplicate")),
     StageSpec(name="tokenizer", entry="stages.tokenizer.run:run", inputs=("ingest",), code_version="2",
               experiment_keys=("seed",), summary_metrics=("vocab_size", "fertility")),
     # dataset v2: mlm and span objectives, per-split stats in index.json.
     # dataset v3: mlm pairs and masks drawn by the array code (other bytes, same rules).
     StageSpec(name="dataset", entry="stages.dataset.run:run", inputs=("ingest", "tokenizer"),
-              code_version="3", experiment_keys=("seed",), resumes=True,
+              code_version="3", experiment_keys=("seed",), resumes=True, damage_scope="file",
               summary_metrics=("train_rows", "train_tokens", "validation_tokens")),
     # pretrain v2: also writes hf/, a Hugging Face folder of the final weights; v3: bert/t5
     # families (mlm + nsp/sop, span), per-objective metrics, MFU, data wait time.
     StageSpec(name="pretrain", entry="stages.pretrain.run:run", inputs=("dataset", "tokenizer"),
               code_version="3", experiment_keys=("seed",), resumes=True, scratch_dirs=("ray",),
-              file_keys=("deepspeed_config",),
+              input_files="stages.pretrain.inputs:input_files",
               summary_metrics=("steps", "final_loss", "val_loss", "tokens_per_second")),
     StageSpec(name="finetune", entry="stages.finetune.run:run", inputs=("pretrain",),
-              experiment_keys=("seed", "data_dir"), resumes=True, scratch_dirs=("ray",),
+              experiment_keys=("seed",), resumes=True, scratch_dirs=("ray",),
+              input_files="stages.finetune.inputs:input_files", reads_data_dir=True,
               summary_metrics=()),
     # report v2: adds report.html (plots, lineage, stats).
     StageSpec(name="report", entry="stages.report.run:run", needs_ray=False, code_version="2",

@@ -1,7 +1,9 @@
 """Decide, for every stage, whether it is cached or runs, and say why.
 
-Cheapest checks first (DVC's `changed()`): fingerprints are pure functions of the
-config, so the whole plan needs only a few `stat` calls and manifest reads.
+Cheapest checks first (DVC's `changed()`): fingerprints are functions of the config and
+of the input files' contents, which are hashed only when a file's size or mtime changed
+(pipeline.input_files); a finished stage is reused only while every output file in its
+manifest still has its recorded size (and, with `deep`, its recorded sha256).
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from typing import Literal
 from pipeline.config import ConfigError, ExperimentConfig
 from pipeline.fingerprint import compute_all
 from pipeline.graph import BY_NAME, STAGE_NAMES, STAGES, downstream_of
-from pipeline.store import ArtifactStore
+from pipeline.stage_lock import describe_holder, peek_holder
+from pipeline.store import ArtifactStore, Damage, describe_damage
 
 Action = Literal["cached", "run", "missing"]
 
@@ -24,6 +27,7 @@ class Decision:
     action: Action  # missing = not finished and not selected to run
     reason: str
     forced: bool = False  # forced runs start from an empty directory, never resume
+    damage: tuple[Damage, ...] = ()  # output files found damaged; removed before the rerun
 
 
 @dataclass(frozen=True)
@@ -58,16 +62,25 @@ class Selection:
         return forced
 
 
-def plan(cfg: ExperimentConfig, selection: Selection = Selection()) -> list[Decision]:
+def plan(cfg: ExperimentConfig, selection: Selection = Selection(), *, deep: bool = False,
+         fingerprints: dict | None = None) -> list[Decision]:
+    """One decision per stage. `deep` compares every output file's sha256 with its
+    manifest (`run --verify`); otherwise sizes only."""
     selection.validate()
     store = ArtifactStore(cfg.resolved_workdir)
-    fingerprints = compute_all(cfg)
+    fingerprints = fingerprints or compute_all(cfg)
     selected, forced = selection.selected(), selection.forced()
     decisions: list[Decision] = []
     for spec in STAGES:
         fp, identity = fingerprints[spec.name]
+        damage = () if spec.name in forced else tuple(store.damaged(spec.name, fp, deep=deep))
         if spec.name in forced:
             decisions.append(Decision(spec.name, fp, "run", "forced (--force)", forced=True))
+        elif damage:
+            why = (f"damaged output: {describe_damage(list(damage))}; the rerun removes the damaged "
+                   f"files and rebuilds them (`--force {spec.name}` starts the stage over)")
+            action = "run" if spec.name in selected else "missing"
+            decisions.append(Decision(spec.name, fp, action, why, damage=damage))
         elif store.is_finished(spec.name, fp):
             decisions.append(Decision(spec.name, fp, "cached", "finished with this fingerprint"))
         elif spec.name in selected:
@@ -84,13 +97,19 @@ def _check_inputs_available(decisions: list[Decision]) -> None:
         if decision.action != "run":
             continue
         for input_name in BY_NAME[decision.stage].inputs:
-            if by_stage[input_name].action == "missing":
+            upstream = by_stage[input_name]
+            if upstream.action == "missing":
+                state = ("has a damaged output: " + describe_damage(list(upstream.damage))
+                         if upstream.damage else "is not finished for this config")
                 raise ConfigError(
-                    f"stage '{decision.stage}' reads '{input_name}', which is not finished for "
-                    f"this config; run it first (drop --only, or use --from {input_name})")
+                    f"stage '{decision.stage}' reads '{input_name}', which {state}; run it first "
+                    f"(drop --only, or use --from {input_name})")
 
 
 def _why_not_cached(store: ArtifactStore, stage: str, fp: str, identity: dict) -> str:
+    holder = peek_holder(store.lock_path(stage, fp))
+    if holder is not None:
+        return f"being written now by {describe_holder(holder)}; a run now would be refused (or --wait-lock)"
     failure = store.failure(stage, fp)
     if failure:
         return f"failed last time ({failure.get('error', 'unknown error')}); will retry"
@@ -127,12 +146,21 @@ def describe_change(old: dict, new: dict) -> str:
     for name, fp in new.get("inputs", {}).items():
         if old.get("inputs", {}).get(name) != fp:
             changes.append(f"input '{name}' changed")
-    for key in sorted(set(old.get("files", {})) | set(new.get("files", {}))):
-        if old.get("files", {}).get(key) != new.get("files", {}).get(key):
-            changes.append(f"contents of the file {stage}.{key} names changed")
+    changes += describe_data_change(old.get("data", {}), new.get("data", {}))
     return ", ".join(changes) or "fingerprint differs"
 
 
+def describe_data_change(old: dict, new: dict, limit: int = 3) -> list[str]:
+    """Name the input files that changed, appeared or went away (a few, then a count)."""
+    found = []
+    for template, names in (
+            ("input file{s} {names} changed", [n for n in sorted(new) if n in old and old[n] != new[n]]),
+            ("new input file{s} {names}", [n for n in sorted(new) if n not in old]),
+            ("input file{s} {names} gone", [n for n in sorted(old) if n not in new])):
+        if names:
+            shown = ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+            found.append(template.format(s="s" if len(names) > 1 else "", names=shown))
+    return found
 _ABSENT = object()  # a key missing on one side, as opposed to one set to None
 
 

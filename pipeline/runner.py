@@ -6,6 +6,7 @@ a fully cached rerun never starts Ray.
 
 from __future__ import annotations
 
+import os
 import platform
 import socket
 import sys
@@ -23,6 +24,7 @@ from pipeline.fingerprint import compute_all
 from pipeline.graph import BY_NAME
 from pipeline.planner import Decision, Selection, plan
 from pipeline.ray_session import RaySession
+from pipeline.stage_lock import StageLock
 from pipeline.store import RUN_INDEX, ArtifactStore, inventory, write_json_atomic
 from pipeline.wandb_stage_log import log_stage
 
@@ -47,15 +49,19 @@ class RunResult:
 
 def run_pipeline(cfg: ExperimentConfig, selection: Selection = Selection(), *,
                  config_path: str | None = None, echo=print,
-                 load_stage=None, use_ray: bool = True) -> RunResult:
+                 load_stage=None, use_ray: bool = True, verify: bool = False,
+                 wait_lock: bool = False) -> RunResult:
     """Run what `plan` selects. `load_stage(spec) -> function` and `use_ray=False` let
-    engine tests drive plain functions with no Ray."""
+    engine tests drive plain functions with no Ray. `verify` compares every reused
+    output's sha256 with its manifest (sizes are always compared). Each stage runs under
+    its directory's lock (pipeline.stage_lock): a stage another driver is writing is
+    refused, or with `wait_lock` waited for and then reused if that driver finished it."""
     load_stage = load_stage or (lambda spec: spec.load())
-    decisions = plan(cfg, selection)
+    fingerprints = compute_all(cfg)
+    decisions = plan(cfg, selection, deep=verify, fingerprints=fingerprints)
     to_run = [d for d in decisions if d.action == "run"]
     _check_data_dir(cfg, to_run)
     store = ArtifactStore(cfg.resolved_workdir)
-    fingerprints = compute_all(cfg)
     result = RunResult(decisions)
     _write_run_index(cfg, fingerprints, config_path)
     with RaySession(cfg.ray) as ray_session:
@@ -64,15 +70,35 @@ def run_pipeline(cfg: ExperimentConfig, selection: Selection = Selection(), *,
                 echo(f"[{decision.stage}] {decision.action} ({decision.fingerprint})")
                 continue
             spec = BY_NAME[decision.stage]
-            if spec.needs_ray and use_ray:
-                ray_session.ensure_started(echo)
-            echo(f"[{decision.stage}] running ({decision.fingerprint}): {decision.reason}")
-            manifest = _run_stage(cfg, store, decision, fingerprints, load_stage(spec))
+            what = f"stage '{spec.name}' ({decision.fingerprint}) in {cfg.resolved_workdir}"
+            with StageLock(store.lock_path(spec.name, decision.fingerprint), what=what,
+                           wait=wait_lock, echo=echo):
+                if not decision.forced and _finished_meanwhile(store, decision):
+                    echo(f"[{decision.stage}] cached ({decision.fingerprint}): finished by the run "
+                         f"we waited for")
+                    continue
+                if decision.damage:
+                    echo(f"[{decision.stage}] removing damaged output before the rerun: "
+                         + "; ".join(str(d) for d in decision.damage))
+                    store.remove_damaged(spec.name, decision.fingerprint, list(decision.damage),
+                                         scope=spec.damage_scope)
+                if spec.needs_ray and use_ray:
+                    ray_session.ensure_started(echo)
+                echo(f"[{decision.stage}] running ({decision.fingerprint}): {decision.reason}")
+                manifest = _run_stage(cfg, store, decision, fingerprints, load_stage(spec))
             result.ran.append(decision.stage)
             echo(f"[{decision.stage}] done in {manifest['wall_seconds']:.1f}s "
                  f"{_summary(manifest['metrics'])}")
         result.ray_started = ray_session.started
     return result
+
+
+def _finished_meanwhile(store: ArtifactStore, decision: Decision) -> bool:
+    """Whether the stage became finished and intact between plan and taking its lock
+    (another driver held the lock and completed it)."""
+    if decision.damage or not store.is_finished(decision.stage, decision.fingerprint):
+        return False
+    return not store.damaged(decision.stage, decision.fingerprint)
 
 
 def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
@@ -86,7 +112,7 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
         name=spec.name, config=getattr(cfg, spec.name), experiment=cfg, output_dir=output_dir,
         inputs=inputs,
         input_manifests={name: store.manifest(name, fingerprints[name][0]) for name in spec.inputs},
-        fingerprint=fp,
+        fingerprint=fp, input_digests=dict(identity.get("data", {})),
     )
     start = time.time()
     try:
@@ -114,7 +140,7 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
 
 
 def _check_data_dir(cfg: ExperimentConfig, to_run: list[Decision]) -> None:
-    readers = [d.stage for d in to_run if "data_dir" in BY_NAME[d.stage].experiment_keys]
+    readers = [d.stage for d in to_run if BY_NAME[d.stage].reads_data_dir]
     if readers and not cfg.resolved_data_dir.is_dir():
         raise ConfigError(
             f"data_dir {cfg.resolved_data_dir} does not exist (stages {', '.join(readers)} read "
@@ -129,8 +155,10 @@ def _write_run_index(cfg: ExperimentConfig, fingerprints: dict, config_path: str
         "name": cfg.name, "config_file": config_path, "updated": time.time(),
         "stages": {name: fp for name, (fp, _) in fingerprints.items()},
     })
-    (workdir / "config.resolved.yaml").write_text(
-        yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+    # Atomic like the index: two drivers on one workdir must not interleave their bytes.
+    resolved = workdir / f".config.resolved.yaml.{os.getpid()}"
+    resolved.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+    os.replace(resolved, workdir / "config.resolved.yaml")
 
 
 def _library_versions() -> dict[str, str]:

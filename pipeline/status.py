@@ -21,7 +21,9 @@ def stage_rows(run_dir: Path) -> list[dict]:
         fp = index["stages"].get(name, "")
         manifest = store.manifest(name, fp) if fp else None
         if manifest:
-            state, seconds = "done", manifest.get("wall_seconds")
+            # Sizes only (a stat per file): `pretrain verify` compares the bytes.
+            damaged = store.damaged(name, fp, manifest=manifest)
+            state, seconds = ("damaged" if damaged else "done"), manifest.get("wall_seconds")
             metrics = key_metrics(name, manifest.get("metrics", {}))
         elif fp and store.failure(name, fp):
             state, seconds, metrics = "failed", None, {"error": store.failure(name, fp)["error"][:80]}

@@ -1,17 +1,23 @@
-"""The artifact store: `<workdir>/<stage>/<fingerprint>/`, finished iff manifest.json exists.
+"""The artifact store: `<workdir>/<stage>/<fingerprint>/`, finished iff manifest.json exists
+and the files it lists are still there as written.
 
 The manifest is written last and atomically (temp file, fsync, rename, fsync of the
-directory), so a crash at any moment leaves either no manifest or a complete one.
+directory), so a crash at any moment leaves either no manifest or a complete one. Reuse
+checks every listed file's size (one stat each); `damaged(..., deep=True)` (used by
+`pretrain verify` and `run --verify`) also compares sha256.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pipeline.input_files import sha256_file
 
 MANIFEST = "manifest.json"
 FAILURE = "failure.json"
@@ -32,7 +38,36 @@ class ArtifactStore:
         return json.loads(path.read_text(encoding="utf-8"))
 
     def is_finished(self, stage: str, fingerprint: str) -> bool:
+        """A manifest exists (whether its files are intact is `damaged`'s question)."""
         return (self.stage_dir(stage, fingerprint) / MANIFEST).is_file()
+
+    def lock_path(self, stage: str, fingerprint: str) -> Path:
+        # Beside the stage directory, not in it: `prepare` may delete the directory.
+        return self.workdir / stage / f".{fingerprint}.lock"
+
+    def damaged(self, stage: str, fingerprint: str, *, deep: bool = False,
+                manifest: dict | None = None) -> list["Damage"]:
+        """The manifest's files that are missing, of another size or (deep) other bytes."""
+        manifest = manifest or self.manifest(stage, fingerprint)
+        if manifest is None:
+            return []
+        return check_files(self.stage_dir(stage, fingerprint), manifest.get("files", []), deep=deep)
+
+    def remove_damaged(self, stage: str, fingerprint: str, damage: list["Damage"], *,
+                       scope: str = "top") -> None:
+        """Unmark the stage as finished and delete what each damaged file takes with it:
+        scope "top" = its top-level entry under the stage directory (a file, or a folder
+        such as a fine-tuning task or `model/`), "file" = the file alone. A resuming stage
+        then rebuilds that part and keeps the rest."""
+        directory = self.stage_dir(stage, fingerprint)
+        (directory / MANIFEST).unlink(missing_ok=True)
+        parts = (lambda d: d.path) if scope == "file" else (lambda d: Path(d.path).parts[0])
+        for top in sorted({parts(d) for d in damage}):
+            entry = directory / top
+            if entry.is_dir():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink(missing_ok=True)
 
     def previous_manifests(self, stage: str) -> list[dict]:
         """Finished manifests of any fingerprint of `stage`, newest first."""
@@ -56,6 +91,8 @@ class ArtifactStore:
         return directory
 
     def write_manifest(self, stage: str, fingerprint: str, manifest: dict) -> Path:
+        # A failure record from an earlier attempt never stands beside a manifest.
+        (self.stage_dir(stage, fingerprint) / FAILURE).unlink(missing_ok=True)
         return write_json_atomic(self.stage_dir(stage, fingerprint) / MANIFEST, manifest)
 
     def write_failure(self, stage: str, fingerprint: str, failure: dict) -> None:
@@ -93,13 +130,43 @@ def inventory(directory: Path, skip_dirs: tuple[str, ...] = ()) -> list[dict]:
         relative = path.relative_to(directory)
         if not path.is_file() or relative.parts[0] in skip_dirs or relative.name in (MANIFEST, FAILURE):
             continue
-        files.append({"path": str(relative), "bytes": path.stat().st_size, "sha256": _sha256(path)})
+        files.append({"path": str(relative), "bytes": path.stat().st_size, "sha256": sha256_file(path)})
     return files
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+@dataclass(frozen=True)
+class Damage:
+    path: str     # relative to the stage directory
+    problem: str  # "missing", "is 100 bytes, the manifest says 2048", "sha256 differs ..."
+
+    def __str__(self) -> str:
+        return f"{self.path} {self.problem}"
+
+
+def check_files(directory: Path, files: list[dict], *, deep: bool = False,
+                workers: int | None = None) -> list[Damage]:
+    """Sizes always (a stat each); with `deep`, sha256 too, several files at a time."""
+    damage, intact = [], []
+    for entry in files:
+        path = Path(directory) / entry["path"]
+        try:
+            size = path.stat().st_size
+        except OSError:
+            damage.append(Damage(entry["path"], "is missing"))
+            continue
+        if size != entry.get("bytes"):
+            damage.append(Damage(entry["path"], f"is {size} bytes, the manifest says {entry.get('bytes')}"))
+        elif deep and entry.get("sha256"):
+            intact.append(entry)
+    if intact:
+        with ThreadPoolExecutor(max_workers=workers or min(8, (os.cpu_count() or 1) + 2)) as pool:
+            digests = pool.map(lambda e: sha256_file(Path(directory) / e["path"]), intact)
+            damage += [Damage(e["path"], f"has other bytes than when written (sha256 {digest[:12]}..., "
+                                         f"the manifest says {e['sha256'][:12]}...)")
+                       for e, digest in zip(intact, digests) if digest != e["sha256"]]
+    return sorted(damage, key=lambda d: d.path)
+
+
+def describe_damage(damage: list[Damage], limit: int = 3) -> str:
+    shown = "; ".join(str(d) for d in damage[:limit])
+    return shown + (f"; and {len(damage) - limit} more" if len(damage) > limit else "")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.finetune.config import FinetuneConfig
+from stages.finetune.inputs import INIT_FROM, task_input_files
 from stages.finetune.model_source import check_seq_len, resolve_model_source
 from stages.finetune.outputs import is_task_finished, read_task_metrics
 from stages.finetune.prepared import PreparedTask
@@ -52,7 +53,9 @@ def run(ctx) -> dict[str, Any]:
     for name in cfg.tasks:
         # The task's own settings (BERT-paper defaults where the config leaves them unset).
         task_cfg = config_for_task(cfg, name)
-        task_dir, fingerprint = output_dir / name, task_fingerprint(name, task_cfg, seed=seed, source=source)
+        task_dir = output_dir / name
+        fingerprint = task_fingerprint(name, task_cfg, seed=seed, source=source,
+                                       data=_task_digests(ctx.input_digests, name, cfg, data_dir))
         if is_task_finished(task_dir):
             print(f"[finetune] {name}: already finished ({task_dir / 'metrics.json'}), skipped", flush=True)
         elif (origin := reuse_finished_task(task_dir, fingerprint, ctx.metrics_log)) is not None:
@@ -81,6 +84,13 @@ def run(ctx) -> dict[str, Any]:
         results.update({f"{name}/{key}": value for key, value in read_task_metrics(output_dir / name).items()
                         if isinstance(value, (int, float)) and not isinstance(value, bool)})
     return results
+
+
+def _task_digests(digests: dict[str, str], name: str, cfg: FinetuneConfig, data_dir: Path) -> dict[str, str]:
+    """The digests of the files this task reads, and of the init_from folder: editing
+    SST-2's dev.tsv changes SST-2's fingerprint and no other task's."""
+    own = set(task_input_files(name, data_dir)) if cfg.source == "files" else set()
+    return {key: value for key, value in digests.items() if key in own or key.startswith(INIT_FROM)}
 
 
 def parallel_task_slots(cfg: FinetuneConfig, num_tasks: int, resources: dict[str, float]) -> int:

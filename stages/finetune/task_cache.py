@@ -8,8 +8,8 @@ The stage's own fingerprint covers the whole finetune section, `tasks` included:
 `rte` to `tasks: [sst2]` gives the stage a new directory. A task's fingerprint covers only
 what changes its results: its name, the finetune keys other than the task list and the
 scheduling knobs, the seed, the model it starts from (the pretrain stage's directory is
-content-addressed by fingerprint; an init_from folder by its weight file's size and
-modification time) and a code version. A finished task (metrics.json written last) in
+content-addressed by fingerprint), the content digests of its own data files and of an
+init_from folder (as the engine hashed them, `ctx.input_digests`) and a code version. A finished task (metrics.json written last) in
 another directory of the same stage with the same fingerprint is copied instead of
 trained again; so is nothing else.
 """
@@ -32,7 +32,11 @@ NOT_IN_FINGERPRINT = {"tasks", "max_parallel_tasks", "max_failures"}
 NOT_COPIED = ("wandb",)  # the earlier run's tracking files belong to that run
 
 
-def task_identity(name: str, cfg, *, seed: int, source: dict[str, Any]) -> dict[str, Any]:
+def task_identity(name: str, cfg, *, seed: int, source: dict[str, Any],
+                  data: dict[str, str] | None = None) -> dict[str, Any]:
+    """`data`: name -> content digest of the task's files and the init_from folder. The
+    weight file's size and mtime stay too: a forced re-run of pretrain rewrites the
+    weights in the same (fingerprint-named) directory."""
     weights = Path(source["path"]) / "model.safetensors"
     stat = weights.stat() if weights.is_file() else None
     return {
@@ -41,11 +45,13 @@ def task_identity(name: str, cfg, *, seed: int, source: dict[str, Any]) -> dict[
         "source": {"format": source["format"], "path": str(source["path"]),
                    "weights_bytes": stat.st_size if stat else None,
                    "weights_mtime_ns": stat.st_mtime_ns if stat else None},
+        "data": dict(sorted((data or {}).items())),
     }
 
 
-def task_fingerprint(name: str, cfg, *, seed: int, source: dict[str, Any]) -> str:
-    identity = task_identity(name, cfg, seed=seed, source=source)
+def task_fingerprint(name: str, cfg, *, seed: int, source: dict[str, Any],
+                     data: dict[str, str] | None = None) -> str:
+    identity = task_identity(name, cfg, seed=seed, source=source, data=data)
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 

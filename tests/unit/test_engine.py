@@ -51,10 +51,11 @@ class FakeStages:
         return stage
 
 
-def run(config_file: Path, stages: FakeStages, overrides=(), **selection):
+def run(config_file: Path, stages: FakeStages, overrides=(), *, verify: bool = False,
+        wait_lock: bool = False, echo=lambda *_: None, **selection):
     cfg = load_config(config_file, list(overrides))
-    return run_pipeline(cfg, Selection(**selection), echo=lambda *_: None,
-                        load_stage=stages, use_ray=False)
+    return run_pipeline(cfg, Selection(**selection), echo=echo, load_stage=stages, use_ray=False,
+                        verify=verify, wait_lock=wait_lock)
 
 
 def test_first_run_runs_everything_then_all_cached(config_file):
@@ -93,7 +94,7 @@ def test_editing_the_deepspeed_json_a_config_names_reruns_pretrain(config_file, 
     ds_json.write_text('{"zero_optimization": {"reduce_bucket_size": 2000000}}')
     reasons = {d.stage: d.reason for d in plan(load_config(config_file, override)) if d.action == "run"}
     assert set(reasons) == {"pretrain", "finetune", "report"}
-    assert "contents of the file pretrain.deepspeed_config names changed" in reasons["pretrain"]
+    assert "input file pretrain.deepspeed_config changed" in reasons["pretrain"]
 
 
 def test_describe_change_names_changed_added_and_removed_keys():

@@ -59,6 +59,10 @@ class TaskSpec:
     def required_paths(self, data_dir: str | Path) -> list[Path]:
         return [Path(data_dir) / "glue_data" / self.directory / file.name for file in self.files.values()]
 
+    def input_paths(self, data_dir: str | Path) -> list[Path]:
+        """Every file the task reads (their contents join the task's fingerprint)."""
+        return self.required_paths(data_dir)
+
     @property
     def is_regression(self) -> bool:
         return self.labels is None
@@ -86,6 +90,10 @@ class SquadSpec:
     def required_paths(self, data_dir: str | Path) -> list[Path]:
         return [Path(data_dir) / self.directory / self.dev_file]
 
+    def input_paths(self, data_dir: str | Path) -> list[Path]:
+        """Every file the task may read (the train file only where it exists)."""
+        return [Path(data_dir) / self.directory / self.train_file, *self.required_paths(data_dir)]
+
 
 @dataclass(frozen=True, kw_only=True)
 class ConllSpec:
@@ -105,3 +113,7 @@ class ConllSpec:
 
     def required_paths(self, data_dir: str | Path) -> list[Path]:
         return [Path(data_dir) / self.directory / name for name in self.files.values()]
+
+    def input_paths(self, data_dir: str | Path) -> list[Path]:
+        """Every file the task reads (their contents join the task's fingerprint)."""
+        return self.required_paths(data_dir)
