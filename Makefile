@@ -9,6 +9,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
 DEEPSPEED_VERSION ?= 0.19.8
+# Empty: torch from PyPI. On a CPU-only machine set it to PyTorch's CPU wheel index
+# (https://download.pytorch.org/whl/cpu) so that pip does not fetch the CUDA build.
+TORCH_INDEX_URL ?=
 DATA_DIR ?= ../shared/data
 PYTEST_ARGS ?=
 export DATA_DIR
@@ -17,13 +20,16 @@ export DATA_DIR
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml requirements/runtime.txt requirements/test.txt
+$(VENV)/.installed: pyproject.toml requirements/runtime.txt requirements/test.txt requirements/eval.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
-	$(BIN)/pip install -q torch==$(TORCH_VERSION)
-	$(BIN)/pip install -q -r requirements/runtime.txt -r requirements/test.txt
+	$(BIN)/pip install -q torch==$(TORCH_VERSION) $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
+	$(BIN)/pip install -q -r requirements/runtime.txt -r requirements/test.txt -r requirements/eval.txt
 	$(BIN)/pip install -q --no-build-isolation deepspeed==$(DEEPSPEED_VERSION)
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+# DeepSpeed's CPU op, compiled now into $(VENV)/torch_extensions instead of silently in
+# the first training run (stages/training/native_ops.py).
+	$(BIN)/python -m stages.training.native_ops
 	touch $@
 
 demo: install

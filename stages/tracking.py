@@ -8,6 +8,7 @@ tracking carries on without wandb.
 from __future__ import annotations
 
 import json
+import os
 import time
 import warnings
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import Any
 
 
 class MetricsLog:
-    """Append-only JSONL metrics file in a stage's output directory.
+    """JSONL metrics file in a stage's output directory, appended to (and trimmed back to
+    a checkpoint's step when training resumes: `drop_records_after`).
 
     Every record gets a wall-clock `time`; training adds `step`. One file per stage run
     so that the report stage can plot curves without knowing who wrote them.
@@ -35,6 +37,25 @@ class MetricsLog:
             return []
         with open(self.path, encoding="utf-8") as f:
             return [json.loads(line) for line in f if line.strip()]
+
+    def drop_records_after(self, step: int) -> None:
+        """Forget the records of steps after `step`, the checkpoint a training run resumes
+        from: the steps past it are trained, and logged, again, and the file should hold
+        one trajectory (people read it directly, not only through the report). Records
+        without a step are kept. The file is rewritten under a temporary name and renamed,
+        so a crash leaves the old file or the new one, never half of it."""
+        records = self.read()
+        kept = [record for record in records if record.get("step", 0) <= step]
+        if len(kept) != len(records):
+            self.rewrite(kept)
+
+    def rewrite(self, records: list[dict[str, Any]]) -> None:
+        staging = self.path.with_name(self.path.name + ".partial")
+        with open(staging, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(record, default=float) + "\n" for record in records)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(staging, self.path)
 
 
 class Tracker:

@@ -57,7 +57,8 @@ def pretrain_context(output_dir: Path, inputs: dict[str, Path], **config):
 
 
 def logged_records(output_dir: Path) -> list[dict]:
-    """Every training record of metrics.jsonl in order (a resumed run logs some steps twice)."""
+    """Every training record of metrics.jsonl in order (a resumed run first drops the
+    records past its checkpoint, so each step appears once)."""
     from pipeline.context import StageContext
 
     return [r for r in StageContext("pretrain", None, None, output_dir).metrics_log.read() if "loss" in r]

@@ -17,6 +17,10 @@ on the ranks reading it and could not resume on another world size exactly.
 
 Objectives: the stored columns become model inputs in `stages.data.batches` (dynamic
 masking is drawn there from (seed, epoch, example index), so resume stays exact).
+
+Damage: a shard that does not parse, or whose row count or token ids disagree with
+index.json, raises DamagedShardError naming the file when the loader is built, before
+any training step (token ids: `stages.data.token_range`).
 """
 
 from __future__ import annotations
@@ -30,8 +34,16 @@ import pyarrow as pa
 import torch
 
 from stages.data.batches import build_batch_builder
-from stages.data.packed import column_arrays, read_index
+from stages.data.packed import (
+    REBUILD_HINT,
+    DamagedShardError,
+    column_arrays,
+    open_shard,
+    read_batches,
+    read_index,
+)
 from stages.data.remote_cache import local_dataset_dir
+from stages.data.token_range import check_token_ids, should_check
 
 
 class ExampleLoader:
@@ -69,7 +81,8 @@ class ExampleLoader:
         self.drop_last = drop_last
         self._build_batch = build_batch_builder(self.index, seed, document_ids)
 
-        self._blocks, self._empty = _map_shards(local_dir, self.index["splits"][split]["shards"])
+        self._blocks, self._empty = _map_shards(local_dir, self.index["splits"][split]["shards"],
+                                                self.index["vocab_size"], rank, world_size)
         sizes = [len(block["input_ids"]) for block in self._blocks]
         self._block_starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.num_rows = int(self._block_starts[-1])
@@ -158,22 +171,27 @@ class PackedSequenceLoader(ExampleLoader):
         return torch.from_numpy(self._gather(rows)["input_ids"].astype(np.int64))
 
 
-def _map_shards(dataset_dir: Path, shards: list[dict]
-                ) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray]]:
+def _map_shards(dataset_dir: Path, shards: list[dict], vocab_size: int, rank: int,
+                world_size: int) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray]]:
     """Numpy views of every record batch of every shard, zero-copy over memory-mapped
     files: pages are read from disk only when a row is used; and empty arrays of the
-    same columns (the shape of a batch with no rows)."""
+    same columns (the shape of a batch with no rows). A file that cannot be read, holds
+    another number of rows than index.json says, or (in this rank's share of the shards)
+    holds token ids outside the vocabulary raises DamagedShardError naming it."""
     blocks, empty = [], None
-    for shard in shards:
-        reader = pa.ipc.open_file(pa.memory_map(str(dataset_dir / shard["path"])))
+    for shard_index, shard in enumerate(shards):
+        path = dataset_dir / shard["path"]
+        reader = open_shard(path)
         if empty is None:
             empty = column_arrays(pa.RecordBatch.from_pylist([], schema=reader.schema))
-        shard_blocks = [column_arrays(reader.get_batch(i))
-                        for i in range(reader.num_record_batches)]
+        shard_blocks = read_batches(reader, path)
         rows = sum(len(block["input_ids"]) for block in shard_blocks)
         if rows != shard["rows"]:
-            raise ValueError(f"{dataset_dir / shard['path']} holds {rows} rows but index.json "
-                             f"says {shard['rows']}: the dataset is damaged; rebuild it")
+            raise DamagedShardError(
+                f"{path} holds {rows} rows but index.json says {shard['rows']}: the dataset "
+                f"is damaged; {REBUILD_HINT}")
+        if should_check(shard_index, rank, world_size):
+            check_token_ids(path, shard_blocks, vocab_size)
         blocks += shard_blocks
     assert empty is not None, "a split always has at least one shard"
     return blocks, empty

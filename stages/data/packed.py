@@ -54,9 +54,45 @@ def shard_path(split: str, index: int) -> str:
 
 def count_rows(path: str | os.PathLike) -> int:
     """Rows in a finished shard, read from its record-batch footers (memory-mapped)."""
-    with pa.memory_map(str(path)) as source:
-        reader = pa.ipc.open_file(source)
+    reader = open_shard(path)
+    try:
         return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+    except (OSError, ValueError) as error:
+        raise damaged_shard(path, error) from error
+
+
+class DamagedShardError(ValueError):
+    """A dataset file that is missing, truncated or garbled, or holds values the dataset
+    cannot hold; the message names the file and how to rebuild it."""
+
+
+REBUILD_HINT = ("rebuild the dataset with `pretrain run CONFIG --force dataset` (`pretrain "
+                "verify RUN_DIR` checks every finished stage's files against its manifest)")
+
+
+def damaged_shard(path: str | os.PathLike, error: Exception) -> DamagedShardError:
+    return DamagedShardError(
+        f"{path}: not a readable dataset shard ({type(error).__name__}: {error}); the file "
+        f"is missing, truncated or damaged: {REBUILD_HINT}")
+
+
+def open_shard(path: str | os.PathLike) -> pa.ipc.RecordBatchFileReader:
+    """A shard's Arrow IPC reader over a memory map. pyarrow's own errors ("Not an Arrow
+    file") do not say which file, so they are re-raised as DamagedShardError naming it."""
+    try:
+        return pa.ipc.open_file(pa.memory_map(str(path)))
+    except (OSError, ValueError) as error:  # ArrowInvalid is a ValueError
+        raise damaged_shard(path, error) from error
+
+
+def read_batches(reader: pa.ipc.RecordBatchFileReader,
+                 path: str | os.PathLike) -> list[dict[str, np.ndarray]]:
+    """`column_arrays` of every record batch of an open shard (zero-copy: pages are read
+    only when a value is used)."""
+    try:
+        return [column_arrays(reader.get_batch(i)) for i in range(reader.num_record_batches)]
+    except (OSError, ValueError) as error:  # a garbled batch header or buffer length
+        raise damaged_shard(path, error) from error
 
 
 def write_index(dataset_dir: str | os.PathLike, index: dict) -> None:
@@ -72,7 +108,10 @@ def read_index(dataset_dir: str | os.PathLike) -> dict:
         raise FileNotFoundError(
             f"{path} does not exist: {dataset_dir} is not a finished dataset stage output "
             f"(run the dataset stage first: pretrain run <config> --only dataset)")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise DamagedShardError(f"{path}: not valid JSON ({error}); {REBUILD_HINT}") from error
 
 
 def column_arrays(batch: pa.RecordBatch) -> dict[str, np.ndarray]:

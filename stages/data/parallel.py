@@ -40,11 +40,12 @@ def run_in_process() -> Iterator[None]:
 
 
 def map_tasks(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
-              num_cpus: float = 1) -> list[Any]:
+              num_cpus: float = 1, num_gpus: float = 0) -> list[Any]:
     """[function(item) for item in items], one Ray task per item when Ray is up.
 
     `function` must be a module-level function (Ray pickles it by reference) and each
-    item must pickle; pass paths, not big objects. `num_cpus` is what each task reserves.
+    item must pickle; pass paths, not big objects. `num_cpus` and `num_gpus` are what
+    each task reserves.
     """
     if not ray_is_up():
         return [function(item) for item in tqdm(items, desc=desc, unit="task", disable=None)]
@@ -52,7 +53,7 @@ def map_tasks(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
     import ray
 
     # max_retries re-runs a task whose worker died; a task that raised is not retried.
-    remote = ray.remote(num_cpus=num_cpus, max_retries=2)(function)
+    remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=2)(function)
     refs = [remote.remote(item) for item in items]
     pending = list(refs)
     try:

@@ -29,6 +29,7 @@ from stages.ingest.sources import (
     ReadStats,
     RecordError,
     SourceFile,
+    counting_nul,
     decoded_lines,
     open_compressed,
 )
@@ -64,7 +65,8 @@ def record_documents(file: SourceFile, options: ReadOptions,
         metadata = json.dumps(others, ensure_ascii=False, sort_keys=True,
                               default=str) if others else None
         # The whole record is one document: its paragraphs are cleaned like a text file's.
-        for _, document in split_documents(text.split("\n"), "file", options.normalization,
+        lines = counting_nul(text.split("\n"), stats)
+        for _, document in split_documents(lines, "file", options.normalization,
                                            options.unwrap_lines):
             yield location, document, metadata
 

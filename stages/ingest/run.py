@@ -15,8 +15,11 @@ Output (read by the tokenizer and dataset stages):
                              Hugging Face sources); null for text files and bare records
 
     Shards are contiguous, byte-balanced runs of the corpus order (sources in config
-    order, files sorted by path, documents in file order); an empty corpus still gets
-    `num_shards` (empty) files. Same config and data -> the same bytes, with or without Ray.
+    order, files sorted by path, documents in file order); a shard may be empty when there
+    are fewer documents than shards. A corpus that yields no documents at all (or none
+    that pass the filters) is an error naming its sources (empty_input.py); an empty
+    file among others is counted (`empty_files`) and named in a warning. Same config and
+    data -> the same bytes, with or without Ray.
 
 How: (1) one task per file cleans and filters its documents into output_dir/staging/
 and returns a digest per document (and, for near dedup, writes MinHash signatures and LSH
@@ -56,6 +59,12 @@ import numpy as np
 
 from stages.data.parallel import map_tasks, ray_is_up
 from stages.ingest.config import IngestConfig
+from stages.ingest.empty_input import (
+    check_some_documents_kept,
+    check_some_documents_read,
+    empty_files,
+    empty_files_warning,
+)
 from stages.ingest.lsh import near_duplicate_masks
 from stages.ingest.ray_data_map import map_in_order
 from stages.ingest.sharding import keep_masks, plan_shards, write_shard
@@ -81,12 +90,17 @@ def run(ctx: StageContext) -> dict:
             for i, file in enumerate(files)]
     clean_map = map_in_order if ray_is_up() else map_tasks  # map_tasks: in this process
     cleaned = clean_map(clean_file, jobs, desc="ingest: clean files")
+    check_some_documents_read(files, cleaned)
+    empty = empty_files(files, cleaned)
+    if (warning := empty_files_warning(files, empty)) is not None:
+        print(f"[ingest] warning: {warning}", flush=True)
 
     exact = keep_masks(cleaned, dedup=config.dedup != "none")
     masks = exact
     if config.dedup == "near":
         masks = near_duplicate_masks(cleaned, exact, config.minhash_bands,
                                      config.minhash_threshold)
+    check_some_documents_kept(cleaned, masks, config.min_chars)
     shard_jobs = plan_shards(cleaned, masks, config.num_shards, str(documents_dir))
     rows = map_tasks(write_shard, shard_jobs, desc="ingest: write shards")
     shutil.rmtree(staging_dir)
@@ -94,7 +108,7 @@ def run(ctx: StageContext) -> dict:
     kept = sum(int(m.sum()) for m in masks)
     assert sum(rows) == kept, f"shards hold {sum(rows)} documents, expected {kept}"
     metrics = ingest_metrics(cleaned, exact, masks)
-    metrics.update(num_files=len(files), num_shards=len(shard_jobs))
+    metrics.update(num_files=len(files), num_shards=len(shard_jobs), empty_files=len(empty))
     ctx.metrics_log.log({"stage": "ingest", **metrics})
     return metrics
 
@@ -134,6 +148,7 @@ def ingest_metrics(cleaned: list[CleanedFile], exact: list[np.ndarray],
         "dropped_duplicate": duplicates,
         "duplicate_rate": round(duplicates / max(duplicates + totals["documents_out"], 1), 6),
         "invalid_utf8_replaced": sum(f.invalid_utf8_replaced for f in cleaned),
+        "nul_bytes_removed": sum(f.nul_bytes_removed for f in cleaned),
         "skipped_records": sum(f.skipped_records for f in cleaned),
         "skipped_files": sum(f.skipped_files for f in cleaned),
         "gutenberg_lines_stripped": sum(f.gutenberg_lines_stripped for f in cleaned),

@@ -46,6 +46,7 @@ class ReadStats:
     invalid_utf8_replaced: int = 0
     skipped_records: int = 0
     gutenberg_lines_stripped: int = 0
+    nul_bytes_removed: int = 0  # NUL characters cleaning removed from the text
 
 
 class RecordError(ValueError):
@@ -125,6 +126,7 @@ def text_documents(file: SourceFile, options: ReadOptions,
         lines = decoded_lines(stream, file, options.invalid_utf8, stats)
         if options.strip_gutenberg:
             lines = _strip_gutenberg(lines, stats)
+        lines = counting_nul(lines, stats)
         yield from split_documents(lines, file.source.split, options.normalization,
                                    options.unwrap_lines)
 
@@ -139,6 +141,15 @@ def open_compressed(url: str) -> Iterator[io.IOBase]:
             yield io.BufferedReader(stream, buffer_size=1 << 20)
         else:
             yield stream
+
+
+def counting_nul(texts: Iterator[str], stats: ReadStats) -> Iterator[str]:
+    """The texts unchanged, counting their NUL characters, which cleaning removes (a NUL
+    in text is a sign of a binary or damaged file: the count tells the user it happened)."""
+    for text in texts:
+        if "\x00" in text:
+            stats.nul_bytes_removed += text.count("\x00")
+        yield text
 
 
 def _strip_gutenberg(lines: Iterator[str], stats: ReadStats) -> Iterator[str]:

@@ -66,6 +66,7 @@ class CleanedFile:
     text_bytes: np.ndarray  # int64 UTF-8 size of each kept document
     signatures_path: str | None
     bands_path: str | None
+    nul_bytes_removed: int = 0
 
     @property
     def num_documents(self) -> int:
@@ -145,7 +146,7 @@ def _clean_file(job: CleanJob, stats: ReadStats) -> CleanedFile:
                        stats.invalid_utf8_replaced, removed, stats.skipped_records, 0,
                        stats.gutenberg_lines_stripped, bytes(digests),
                        np.array(text_bytes, dtype=np.int64), job.signatures_path,
-                       job.bands_path)
+                       job.bands_path, nul_bytes_removed=stats.nul_bytes_removed)
 
 
 def save_minhash(job: CleanJob, signatures: np.ndarray) -> None:

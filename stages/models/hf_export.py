@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from stages.models.bert import Bert, BertForPreTraining
 from stages.models.convert import gpt_to_hf_gpt2, hf_gpt2_config, hf_gpt2_to_gpt
@@ -27,6 +27,7 @@ from stages.models.convert_bert import bert_config_from_hf, bert_to_hf_bert, hf_
 from stages.models.convert_t5 import hf_t5_config, hf_t5_to_t5, t5_config_from_hf, t5_to_hf_t5
 from stages.models.gpt import GPT, GPTConfig
 from stages.models.t5 import T5
+from stages.models.weights_file import read_weights
 
 HF_CONFIG_NAME = "config.json"
 HF_WEIGHTS_NAME = "model.safetensors"
@@ -61,7 +62,7 @@ def import_hf(directory: str | Path) -> nn.Module:
         if not path.is_file():
             raise FileNotFoundError(f"{path} not found: import_hf expects a Hugging Face model folder")
     hf_config = json.loads(config_path.read_text())
-    state = load_file(str(weights_path))
+    state = read_weights(weights_path)  # errors name the file
     model_type = hf_config.get("model_type")
     if model_type == "gpt2":
         model = GPT(GPTConfig(

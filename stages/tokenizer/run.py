@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from pipeline.context import StageContext
 
 TOKENIZER_FILE = "tokenizer.json"
+# Below this fraction of the requested vocabulary size, the stage warns (vocabulary_shortfall).
+SHORTFALL_RATIO = 0.9
 SPECIAL_TOKENS_FILE = "special_tokens_map.json"
 
 
@@ -56,8 +58,38 @@ def run(ctx: StageContext) -> dict:
             f"(pretrain run <config> --only ingest --force)")
     job = TrainJob(ctx.config, shards, ctx.experiment.seed, ctx.output_dir)
     [metrics] = map_tasks(train_tokenizer, [job], desc="tokenizer: train")
+    if (warning := vocabulary_shortfall(metrics, ctx.config)) is not None:
+        print(f"[tokenizer] warning: {warning}", flush=True)
     ctx.metrics_log.log({"stage": "tokenizer", **metrics})
     return metrics
+
+
+def vocabulary_shortfall(metrics: dict, config: TokenizerConfig) -> str | None:
+    """Why the trained vocabulary is well below tokenizer.vocab_size, or None. The
+    trainers stop quietly when the sample has nothing more to merge (bpe, wordpiece: no
+    pair left that occurs min_frequency times; unigram: no more frequent substrings), so
+    a small corpus, or a small sample of a big one, gives a small vocabulary."""
+    trained, requested = metrics["vocab_size"], metrics["vocab_size_requested"]
+    if trained >= SHORTFALL_RATIO * requested:
+        return None
+    used, corpus = metrics["sample_bytes_used"], metrics["corpus_bytes"]
+    frequency = (f" that occur tokenizer.min_frequency = {config.min_frequency} times"
+                 if config.kind != "unigram" else "")
+    # The held-out 1% is never sampled: a sample of 90% of the corpus or more is all of it.
+    if used < 0.9 * corpus:
+        sample = (f"its sample, {used:,} bytes of a {corpus:,}-byte corpus "
+                  f"(tokenizer.sample_bytes {config.sample_bytes:,}"
+                  f"{f', sample_documents {config.sample_documents:,}' if config.sample_documents else ''})")
+        fixes = "raise tokenizer.sample_bytes"
+    else:
+        sample = f"its sample, the whole corpus ({corpus:,} bytes)"
+        fixes = "ingest more text"
+    if config.kind != "unigram":
+        fixes += " or lower tokenizer.min_frequency"
+    return (f"the trained vocabulary has {trained:,} tokens, {trained / requested:.0%} of the "
+            f"{requested:,} requested (tokenizer.vocab_size): the trainer ran out of merges"
+            f"{frequency} in {sample}. For a bigger vocabulary, {fixes}; otherwise set "
+            f"tokenizer.vocab_size to about {trained:,}")
 
 
 def train_tokenizer(job: TrainJob) -> dict:
@@ -94,12 +126,14 @@ def train_tokenizer(job: TrainJob) -> dict:
     return {
         "kind": job.config.kind,
         "vocab_size": tokenizer.get_vocab_size(),
+        "vocab_size_requested": job.config.vocab_size,
         "train_seconds": round(train_seconds, 3),
         "fertility": round(num_tokens / max(words, 1), 4),
         "unknown_rate": round(num_unknown / max(num_tokens, 1), 6),
         "fertility_sample": "heldout" if sample.heldout else "train",
         "sample_bytes_used": sample.bytes_used,
         "sample_documents_used": sample.documents_used,
+        "corpus_bytes": sample.corpus_bytes,
     }
 
 

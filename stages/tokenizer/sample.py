@@ -26,7 +26,8 @@ _SALT = "tokenizer-sample"
 
 
 class TrainingSample:
-    """Iterate for batches of training texts; afterwards `bytes_used` and `heldout` are set."""
+    """Iterate for batches of training texts; afterwards `bytes_used` and `heldout` are set.
+    `corpus_bytes` is the size of the text it samples from."""
 
     def __init__(self, shards: list[Path], sample_bytes: int, seed: int,
                  sample_documents: int | None = None):
@@ -39,6 +40,7 @@ class TrainingSample:
         self.heldout: list[str] = []
         self._heldout_bytes = 0
         pool_bytes, pool_documents = corpus_size(shards)
+        self.corpus_bytes = pool_bytes  # what the sample was drawn from (for the stage metrics)
         rate = min(1.0, sample_bytes / max(pool_bytes * (1 - HELDOUT_FRACTION), 1))
         if sample_documents is not None:
             rate = min(rate, sample_documents / max(pool_documents * (1 - HELDOUT_FRACTION), 1))

@@ -10,9 +10,10 @@ Every rank calls both functions (they are collective). A checkpoint directory ho
 
     latest, global_step<N>/...        DeepSpeed: model, optimizer (ZeRO shards, one file
                                       per rank), lr scheduler, DeepSpeed's step counters
-    extra_state_rank<R>.pt            ours, per rank: step, world_size, RNG states, and the
-                                      caller's extra_state (e.g. the data loader position,
-                                      which differs per rank)
+    extra_state_rank<R>.json          ours, per rank: step, world_size, and the caller's
+    rng_state_rank<R>.safetensors     extra_state (e.g. the data loader position, which
+                                      differs per rank), RNG states; no pickle
+                                      (stages.training.extra_state)
 
 Each rank writes its files into its own temporary directory and reports it; Ray Train
 merges the ranks' files into one checkpoint directory in storage (the file names never
@@ -48,8 +49,17 @@ from typing import Any
 import numpy as np
 import torch
 
-EXTRA_STATE_NAME = "extra_state_rank{rank}.pt"
+from stages.training.extra_state import (
+    PICKLED_EXTRA_STATE_NAME,
+    extra_state_path,
+    load_extra_state,
+    save_extra_state,
+)
+
 UNIVERSAL_TAG_FILE = "latest_universal"  # the name DeepSpeed's load_universal reads
+# A forced stage starts in an emptied directory, its checkpoints included.
+START_OVER = (" (`pretrain run CONFIG --force pretrain`, or `--force finetune`, starts the "
+              "stage over in an emptied directory)")
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +80,7 @@ def report_checkpoint(engine, step: int, extra_state: dict[str, Any], metrics: d
         engine.save_checkpoint(str(local_dir), tag=f"global_step{step}")
         # Our keys last: a caller's extra_state cannot shadow what restore_latest relies on.
         state = {**extra_state, "step": step, "world_size": world_size, "rng": capture_rng_state()}
-        torch.save(state, local_dir / EXTRA_STATE_NAME.format(rank=rank))
+        save_extra_state(local_dir, rank, state)
         ray.train.report(
             metrics,
             checkpoint=ray.train.Checkpoint.from_directory(str(local_dir)),
@@ -114,17 +124,20 @@ def restore_latest(engine) -> dict[str, Any] | None:
 def read_extra_state(directory: Path, rank: int, world_size: int, where: str) -> dict[str, Any]:
     """This rank's extra state if the checkpoint was written by as many workers as there
     are now; otherwise rank 0's, without its RNG states (they belong to another layout)."""
-    own = directory / EXTRA_STATE_NAME.format(rank=rank)
-    first = directory / EXTRA_STATE_NAME.format(rank=0)
+    first = extra_state_path(directory, 0)
     if not first.is_file():
+        if (directory / PICKLED_EXTRA_STATE_NAME.format(rank=0)).is_file():
+            raise RuntimeError(
+                f"checkpoint {where} was written by an older version of this pipeline: its "
+                f"{PICKLED_EXTRA_STATE_NAME.format(rank=0)} is a pickle, which is no longer "
+                "loaded (unpickling a file can run code); delete the run's storage directory "
+                f"to start over{START_OVER}")
         raise RuntimeError(
             f"checkpoint {where} has no {first.name}: it is not a checkpoint of this trainer "
-            "(or was damaged); delete the run's storage directory to start over")
-    # Our own files, holding numpy RNG state and loader dicts: not weights-only.
-    state = torch.load(own if own.is_file() else first, weights_only=False)
-    if not own.is_file():
-        state.pop("rng")
-    return state
+            f"(or was damaged); delete the run's storage directory to start over{START_OVER}")
+    if extra_state_path(directory, rank).is_file():
+        return load_extra_state(directory, rank)
+    return load_extra_state(directory, 0, with_rng=False)
 
 
 def _load_resharded(engine, directory: Path) -> str | None:

@@ -81,6 +81,11 @@ def initialize_engine(
     """
     import deepspeed
 
+    from stages.training.native_ops import ensure_native_ops
+
+    # On CPU, build or load DeepSpeed's shm op ourselves first: its own build would wait
+    # forever, silently, on a lock file left by a killed build.
+    ensure_native_ops()
     # DeepSpeed logs every config key and each checkpoint file at INFO on every rank.
     deepspeed.utils.logger.setLevel(logging.WARNING)
     optimizer = torch.optim.AdamW(build_param_groups(model, weight_decay), lr=lr, betas=betas)

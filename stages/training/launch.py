@@ -11,7 +11,8 @@ run finished) gives the workers the last committed checkpoint through
 `ray.train.get_checkpoint()`; `checkpoint.restore_latest` loads it. A checkpoint whose
 upload did not complete is never committed, so it is never resumed from.
 Within one `fit`, `max_failures` restarts the worker group after a worker or node dies,
-also from the last committed checkpoint.
+also from the last committed checkpoint. Ctrl-C kills the run at once and raises
+KeyboardInterrupt (stages/training/ctrl_c.py); committed checkpoints stay for the rerun.
 
 Workers get the repository on PYTHONPATH (so they import `stages` whether or not the
 project is pip-installed) and, without GPUs, DS_ACCELERATOR=cpu so that DeepSpeed picks
@@ -50,10 +51,12 @@ def fit(
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
+    from stages.training.ctrl_c import killed_at_once_on_ctrl_c, sigint_handler_restored
+
     if num_workers < 1:
         raise ValueError(f"num_workers must be >= 1, got {num_workers}")
     storage_path = str(Path(storage_path).resolve()) if "://" not in str(storage_path) else str(storage_path)
-    trainer = TorchTrainer(
+    trainer = killed_at_once_on_ctrl_c(TorchTrainer)(
         train_loop_per_worker,
         train_loop_config=loop_config,
         # gloo on CPU; NCCL when the workers hold GPUs (TorchConfig's default).
@@ -71,13 +74,20 @@ def fit(
             worker_runtime_env={"env_vars": worker_env_vars(use_gpu)},
         ),
     )
-    return trainer.fit()
+    with sigint_handler_restored():
+        return trainer.fit()
 
 
 def worker_env_vars(use_gpu: bool) -> dict[str, str]:
-    """Environment for training workers (merged over the job's runtime_env)."""
+    """Environment for training workers (merged over the job's runtime_env).
+
+    TORCH_EXTENSIONS_DIR: the user's, else <venv>/torch_extensions, where DeepSpeed's
+    compiled ops are built once for this virtualenv (see stages.training.native_ops).
+    """
+    from stages.training.native_ops import extensions_env
+
     pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
-    env = {"PYTHONPATH": pythonpath}
+    env = {"PYTHONPATH": pythonpath, **extensions_env()}
     if not use_gpu:
         env["DS_ACCELERATOR"] = "cpu"
     return env

@@ -31,13 +31,15 @@ def run_copy(finished_run, tmp_path):
 
 @pytest.fixture
 def data_copy(data_dir, tmp_path) -> Path:
-    """data_dir rebuilt elsewhere from symlinks to the same files (edits replace a link)."""
+    """data_dir rebuilt elsewhere from links to the same files (edits replace a link): the
+    four books, SST-2 and the evaluation sets gpt-tiny reads."""
     copy = tmp_path / "data"
     (copy / "corpus" / "gutenberg").mkdir(parents=True)
     for name in CORPUS:
         (copy / "corpus" / "gutenberg" / name).symlink_to(data_dir / "corpus" / "gutenberg" / name)
     (copy / "glue_data").mkdir()
     (copy / "glue_data" / "SST-2").symlink_to(data_dir / "glue_data" / "SST-2")
+    (copy / "eval").symlink_to(data_dir / "eval")  # the evaluate stage's sets
     return copy
 
 
@@ -82,7 +84,7 @@ def test_a_truncated_shard_is_noticed_and_rebuilt_byte_for_byte(run_copy):
 
     lines = plan_lines(*args)
     assert " run " in lines["dataset"] and "damaged output: train/shard-00001.arrow is" in lines["dataset"]
-    assert all(" cached " in lines[s] for s in ("ingest", "tokenizer", "pretrain", "finetune", "report"))
+    assert all(" cached " in lines[s] for s in ("ingest", "tokenizer", "pretrain", "finetune", "evaluate", "report"))
     status = pretrain_cli("status", str(workdir))
     assert any(l.startswith("dataset") and "damaged" in l for l in status.stdout.splitlines())
 

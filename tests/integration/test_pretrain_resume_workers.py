@@ -58,8 +58,8 @@ def test_resume_on_another_number_of_workers_continues_the_run(ray_session, stag
                 loss_on_next_rows(weights_at_stop, stage_inputs, samples_consumed, num_workers), rel=1e-4)
         # The last checkpoint is written by this run's workers.
         last = output_dir / "ray" / "pretrain" / f"checkpoint-step{until:08d}"
-        assert sorted(p.name for p in last.glob("extra_state_rank*.pt")) == [
-            f"extra_state_rank{rank}.pt" for rank in range(num_workers)]
+        assert sorted(p.name for p in last.glob("extra_state_rank*")) == [
+            f"extra_state_rank{rank}.json" for rank in range(num_workers)]
         samples_consumed += (until - (previous[0] if previous else 0)) * num_workers * MICRO_BATCH
         previous = (until, tmp_path / f"model-at-{until}")
         shutil.copytree(output_dir / "model", previous[1])  # the next run replaces model/

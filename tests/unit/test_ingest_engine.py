@@ -20,8 +20,8 @@ from pipeline.runner import StageFailed, run_pipeline
 PROSE = "The old farmhouse stood on the hill above the river and nobody went near it."
 
 
-def write_config(tmp_path: Path, source: dict, **options) -> Path:
-    ingest = {"sources": [source], **options}
+def write_config(tmp_path: Path, source: dict, *more_sources: dict, **options) -> Path:
+    ingest = {"sources": [source, *more_sources], **options}
     path = tmp_path / "experiment.yaml"
     path.write_text(json.dumps({"name": "bad-input", "workdir": str(tmp_path / "work"),
                                 "data_dir": str(tmp_path / "data"), "ingest": ingest}))
@@ -91,9 +91,12 @@ def test_on_error_skip_finishes_with_the_count_in_the_manifest(tmp_path, case, c
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / name).write_bytes(content.encode() if isinstance(content, str)
                                            else content)
-    run_ingest(write_config(tmp_path, {"path": name, **source}, on_error="skip"))
+    # A good file beside it: a corpus without any document is an error (test_ingest_empty.py).
+    (tmp_path / "data" / "good.txt").write_text("A second, different paragraph of good prose.")
+    run_ingest(write_config(tmp_path, {"path": name, **source}, {"path": "good.txt"},
+                            on_error="skip"))
     [manifest] = manifests(tmp_path)
     metrics = json.loads(manifest.read_text())["metrics"]
     # The JSONL files' good first line is kept; nothing of the half-read .gz is.
     assert metrics[count] == 1
-    assert metrics["documents_out"] == (0 if count == "skipped_files" else 1)
+    assert metrics["documents_out"] == (1 if count == "skipped_files" else 2)

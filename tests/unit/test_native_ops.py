@@ -1,0 +1,120 @@
+"""The build lock around DeepSpeed's native CPU op (stages/training/native_ops.py), without
+compiling anything: a stale torch `lock` file is cleared with a warning, and a process
+that waits for a live builder says whom it waits for instead of hanging in silence.
+The real build, killed and rerun, is tests/integration/test_native_ops.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stages.training.launch import worker_env_vars
+from stages.training.native_ops import exclusive_build, extensions_dir
+
+OP = "deepspeed_shm_comm"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# Holds the build lock for `seconds` like a builder in another process would, and says
+# "held" once it has it.
+HOLDER_SCRIPT = """
+import sys, time
+from pathlib import Path
+from stages.training.native_ops import exclusive_build
+with exclusive_build(Path(sys.argv[1]), sys.argv[2], echo=lambda line: None):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[3]))
+"""
+
+
+def test_a_stale_torch_lock_with_no_builder_is_removed_with_a_warning(tmp_path):
+    torch_lock = tmp_path / OP / "lock"
+    torch_lock.parent.mkdir()
+    torch_lock.touch()  # what a build SIGKILLed inside torch's FileBaton leaves behind
+    lines: list[str] = []
+
+    started = time.monotonic()
+    with exclusive_build(tmp_path, OP, echo=lines.append, poll_seconds=0.05) as op_dir:
+        assert op_dir == tmp_path / OP
+        assert not torch_lock.exists()
+    assert time.monotonic() - started < 5
+    assert len(lines) == 1 and lines[0].startswith("WARNING: removed") and str(torch_lock) in lines[0]
+
+
+def test_nothing_to_clear_is_quiet(tmp_path):
+    lines: list[str] = []
+    with exclusive_build(tmp_path, OP, echo=lines.append):
+        pass
+    with exclusive_build(tmp_path, OP, echo=lines.append):  # the lock is free again afterwards
+        pass
+    assert lines == []
+
+
+def test_a_live_builder_is_waited_for_and_named(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER_SCRIPT, str(tmp_path), OP, "2"],
+                              cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        held_at = time.monotonic()
+        lines: list[str] = []
+        with exclusive_build(tmp_path, OP, echo=lines.append, report_every=0.5, poll_seconds=0.05):
+            assert time.monotonic() - held_at > 1.5  # we only got in after the holder let go
+    finally:
+        holder.kill()
+        holder.wait()
+    assert len(lines) >= 2, lines  # at once, then every report_every seconds
+    first = lines[0]
+    assert first.startswith(f"waiting for pid {holder.pid} on ")
+    assert f"DeepSpeed's CPU op {OP} in {tmp_path / OP}" in first and "build lock since" in first
+    assert str(tmp_path / "build.lock") in first
+
+
+def test_processes_left_working_in_the_op_directory_are_waited_for(tmp_path):
+    # A killed builder's ninja and compilers live on in the op directory, without our
+    # lock and without torch's: removing torch's lock under them would start a second
+    # build over theirs.
+    op_dir = tmp_path / OP
+    op_dir.mkdir()
+    (op_dir / "lock").touch()
+    orphan = subprocess.Popen(["sleep", "1.5"], cwd=op_dir)
+    lines: list[str] = []
+    try:
+        with exclusive_build(tmp_path, OP, echo=lines.append, report_every=0.5, poll_seconds=0.05):
+            assert orphan.poll() is not None
+            assert not (op_dir / "lock").exists()
+    finally:
+        orphan.kill()
+        orphan.wait()
+    assert lines[0].startswith(f"waiting for process(es) {orphan.pid} still building in {op_dir}")
+    assert lines[-1].startswith("WARNING: removed") and str(op_dir / "lock") in lines[-1]
+
+
+def test_an_unwritable_extensions_dir_says_what_to_set(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.touch()
+    with pytest.raises(RuntimeError, match="set TORCH_EXTENSIONS_DIR to a writable folder"):
+        with exclusive_build(blocker / "torch_extensions", OP):
+            pass
+
+
+def test_workers_build_inside_the_venv_unless_the_user_chose_a_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
+    for use_gpu in (False, True):
+        env = worker_env_vars(use_gpu)
+        assert env["TORCH_EXTENSIONS_DIR"] == str(Path(sys.prefix) / "torch_extensions")
+    assert Path(sys.prefix) != Path(sys.base_prefix), "tests run in the project's virtualenv"
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    assert extensions_dir() == tmp_path
+    assert worker_env_vars(False)["TORCH_EXTENSIONS_DIR"] == str(tmp_path)
+
+
+def test_importing_the_module_loads_neither_torch_nor_deepspeed():
+    code = ("import sys, stages.training.native_ops, stages.training.launch; "
+            "print(sorted({'torch', 'deepspeed'} & set(sys.modules)))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
+                            text=True, check=True)
+    assert result.stdout.strip() == "[]"
