@@ -83,18 +83,23 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(cfg, selection: Selection, config_path: str, *, verify: bool = False,
          wait_lock: bool = False) -> int:
+    from pipeline.ray_session import RayStartError
     from pipeline.runner import StageFailed, run_pipeline
 
     try:
         run_pipeline(cfg, selection, config_path=config_path, verify=verify, wait_lock=wait_lock)
+    except RayStartError as error:
+        print(f"error: {error}", file=sys.stderr)
+        print(error.hint, file=sys.stderr)
+        return 1
     except StageFailed as error:
         print(f"error: {error}", file=sys.stderr)
         print(f"the stage wrote no manifest; fix the cause and run the same command again",
               file=sys.stderr)
         return 1
     except (KeyboardInterrupt, SystemExit):
-        # Ctrl-C inside Ray Train arrives as SystemExit: its SIGINT handler aborts the
-        # run gracefully (workers stop, committed checkpoints stay) and then exits.
+        # Ctrl-C. Inside Ray Train, stages.training.launch.fit kills the run at once
+        # (committed checkpoints stay) and raises KeyboardInterrupt.
         print("interrupted: finished stages and committed checkpoints are kept; "
               "run the same command to resume", file=sys.stderr)
         return 130

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from pipeline.interpolate import MissingVariable, interpolate
 from pipeline.yaml_lines import load_yaml_with_lines
 from stages.dataset.config import DatasetConfig
+from stages.evaluate.config import EvaluateConfig
 from stages.finetune.config import FinetuneConfig
 from stages.ingest.config import IngestConfig
 from stages.pretrain.config import PretrainConfig
@@ -31,8 +32,9 @@ class ConfigError(ValueError):
 
 class RayConfig(Section):
     address: str | None = Field(
-        None, description="Ray address to connect to (e.g. 'auto' or 'ray://head:10001'); "
-        "unset starts an embedded local Ray")
+        None, description="Ray cluster to join: 'auto' = the cluster `ray start --head` started "
+        "on this machine (or RAY_ADDRESS), or an address ('10.0.0.5:6379', 'ray://head:10001'); "
+        "unset = a new embedded local Ray for this run, even when other clusters run here")
     num_cpus: int | None = Field(
         None, ge=1, description="CPUs for the embedded local Ray (default: all cores)")
 
@@ -63,6 +65,7 @@ class ExperimentConfig(Section):
     dataset: DatasetConfig = Field(default_factory=DatasetConfig)
     pretrain: PretrainConfig = Field(default_factory=PretrainConfig)
     finetune: FinetuneConfig = Field(default_factory=FinetuneConfig)
+    evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)
 
     @field_validator("name")
@@ -70,6 +73,17 @@ class ExperimentConfig(Section):
     def _name_is_a_path_component(cls, value: str) -> str:
         if not value or "/" in value or value.startswith("."):
             raise ValueError("must be a plain name (no '/', not starting with '.'), e.g. 'gpt-tiny'")
+        return value
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir_is_a_filesystem_path(cls, value: str | None) -> str | None:
+        # Taken as a path, "s3://bucket/x" would quietly become the local folder ./s3:/bucket/x.
+        if value is not None and "://" in value:
+            raise ValueError(
+                "object-store workdirs (s3://, gs://, ...) are not supported yet: stage outputs "
+                "are written with local file operations. Use a filesystem path; on a cluster, one "
+                "that every node mounts (NFS, EFS, a mounted bucket), e.g. /mnt/shared/runs/NAME")
         return value
 
     @property

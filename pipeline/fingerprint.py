@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 from pipeline.config import ExperimentConfig
 from pipeline.graph import STAGES, StageSpec

@@ -79,9 +79,12 @@ STAGES: tuple[StageSpec, ...] = (
               experiment_keys=("seed",), resumes=True, scratch_dirs=("ray",),
               input_files="stages.finetune.inputs:input_files", reads_data_dir=True,
               summary_metrics=()),
-    # report v2: adds report.html (plots, lineage, stats).
-    StageSpec(name="report", entry="stages.report.run:run", needs_ray=False, code_version="2",
-              inputs=("ingest", "tokenizer", "dataset", "pretrain", "finetune")),
+    StageSpec(name="evaluate", entry="stages.evaluate.run:run", inputs=("pretrain",),
+              input_files="stages.evaluate.inputs:input_files", reads_data_dir=True,
+              summary_metrics=()),
+    # report v2: adds report.html (plots, lineage, stats); v3: the evaluate stage's scores.
+    StageSpec(name="report", entry="stages.report.run:run", needs_ray=False, code_version="3",
+              inputs=("ingest", "tokenizer", "dataset", "pretrain", "finetune", "evaluate")),
 )
 
 STAGE_NAMES = tuple(spec.name for spec in STAGES)

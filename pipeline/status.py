@@ -9,7 +9,7 @@ from pipeline.graph import BY_NAME, STAGE_NAMES
 from pipeline.runner import load_run_index
 from pipeline.store import ArtifactStore
 
-SCORE = re.compile(r"/(accuracy|f1|matthews|pearson|spearman|exact_match|em)$")
+SCORE = re.compile(r"/(accuracy|f1|matthews(_corrcoef)?|pearson|spearman|exact_match|em)$")
 
 
 def stage_rows(run_dir: Path) -> list[dict]:
@@ -40,7 +40,15 @@ def key_metrics(stage: str, metrics: dict) -> dict:
     wanted = BY_NAME[stage].summary_metrics
     if wanted:
         return {k: metrics[k] for k in wanted if k in metrics}
-    return {k: v for k, v in metrics.items() if SCORE.search(k)}
+    if stage == "evaluate":  # acc, perplexity, ... per task, judged the right way round
+        from stages.report.evaluation import key_scores
+
+        return key_scores(metrics)
+    # A score with its 95% interval and baseline (finetune), so "at chance" shows here too.
+    from stages.finetune.score_context import describe, read_contexts
+
+    contexts = read_contexts(metrics)
+    return {k: describe(v, contexts[k]) if k in contexts else v for k, v in metrics.items() if SCORE.search(k)}
 
 
 def format_metrics(metrics: dict) -> str:

@@ -117,6 +117,17 @@ class FinetuneConfig(Section):
         description="keep the weights of the epoch with the best dev score on the task's main metric "
         "(the first of its metrics: accuracy, F1, ...) and predict dev and test and save the model "
         "with them; needs eval_every_epoch and zero_stage <= 2. false = the last epoch's weights")
+    t5_scoring: Literal["generate", "rank"] = Field(
+        "generate",
+        description="how a T5 predicts GLUE classification tasks: generate = greedy decoding, read back as a "
+        "label word (a generation that is no label word is unreadable: scored as wrong); rank = score each "
+        "label word by the decoder's log-likelihood given the input and predict the best (never unreadable, "
+        "meaningful for small or briefly trained T5s). STS-B, SQuAD and CoNLL-2003 always generate")
+    max_unreadable_fraction: float = Field(
+        0.1, ge=0, le=1,
+        description="a T5 task whose share of dev generations that cannot be read back (no label word, not a "
+        "number) exceeds this gets a warning in the stage output, in its metrics.json (`warnings`) and in the "
+        "report's problems")
     max_failures: int = Field(
         1, ge=0,
         description="times Ray Train restarts a task's workers from the last checkpoint after a failure")

@@ -20,8 +20,10 @@ def _accuracy(predictions: np.ndarray, labels: np.ndarray) -> float:
 def _f1(predictions: np.ndarray, labels: np.ndarray) -> float:
     from sklearn.metrics import f1_score
 
-    # GLUE's F1 (MRPC, QQP) is that of the positive class "1" (id 1).
-    return float(f1_score(labels, predictions, pos_label=1, zero_division=0.0))
+    # GLUE's F1 (MRPC, QQP) is that of the positive class "1" (id 1). Asked per class, not
+    # as "binary": a T5's unreadable generations (class -1) make a third class, which
+    # average="binary" refuses; they count as not-1 predictions here.
+    return float(f1_score(labels, predictions, labels=[1], average=None, zero_division=0.0)[0])
 
 
 def _matthews(predictions: np.ndarray, labels: np.ndarray) -> float:

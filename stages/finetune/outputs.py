@@ -1,10 +1,17 @@
 """What a finished task leaves in `<output_dir>/<task>/`, written by the driver.
 
-    metrics.json          scores on the full dev set and run facts; written last, atomically:
-                          its presence is what marks the task finished
-    dev_predictions.tsv   index, prediction, label for every dev row (label strings)
+    metrics.json          scores on the full dev set, each with its baseline and 95% interval
+                          (`stages.finetune.score_context`: "accuracy", "accuracy_baseline",
+                          "accuracy_ci95_low", "accuracy_ci95_high", "score_notes"), warnings,
+                          and run facts; written last, atomically: its presence is what marks
+                          the task finished
+    dev_predictions.tsv   index, prediction, label for every dev row (label strings); a T5's
+                          also has the raw generation, and a generation that is no label
+                          word (or no number) has the prediction <unreadable>, never a label
     <Name>.tsv            test predictions in GLUE submission format (index, prediction),
-                          e.g. SST-2.tsv; the files of all tasks zip into a submission
+                          e.g. SST-2.tsv; the files of all tasks zip into a submission (the
+                          server needs a label on every row: an unreadable generation is
+                          written as the first label / 0.000 there, counted in metrics.json)
     model_outputs.npz     raw head outputs for dev and test (written by rank 0)
     model/                fine-tuned weights (rank 0; see stages.finetune.saved_model)
 """
@@ -24,6 +31,7 @@ from stages.finetune.tasks.examples import TaskExamples
 
 METRICS_NAME = "metrics.json"
 DEV_PREDICTIONS_NAME = "dev_predictions.tsv"
+UNREADABLE = "<unreadable>"  # a T5 generation that is no label word / no number (class -1, score NaN)
 
 
 def is_task_finished(task_dir: Path) -> bool:
@@ -57,22 +65,39 @@ def predictions_from_outputs(spec: TaskSpec, outputs: np.ndarray) -> np.ndarray:
 
 def prediction_strings(spec: TaskSpec, predictions: np.ndarray) -> list[str]:
     """What the GLUE server expects: the label string for classes, the score for
-    regression, clipped to the task's range (STS-B: 0-5) with three decimals."""
+    regression, clipped to the task's range (STS-B: 0-5) with three decimals; UNREADABLE
+    for class -1 or a NaN score (a T5 generation that could not be read back)."""
     if spec.is_regression:
         if spec.score_range is not None:
             predictions = np.clip(predictions, *spec.score_range)
-        return [f"{score:.3f}" for score in predictions]
-    return [spec.labels[i] for i in predictions]
+        return [UNREADABLE if np.isnan(score) else f"{score:.3f}" for score in predictions]
+    return [UNREADABLE if i < 0 else spec.labels[i] for i in predictions]
 
 
-def write_dev_predictions(path: Path, spec: TaskSpec, dev: TaskExamples, predictions: np.ndarray) -> None:
-    _write_tsv(path, ["index", "prediction", "label"],
-               zip(dev.ids, prediction_strings(spec, predictions), prediction_strings(spec, dev.labels)))
+def unreadable_rows(predictions: np.ndarray) -> np.ndarray:
+    """(N,) bool: class -1 or a NaN score."""
+    predictions = np.asarray(predictions)
+    return np.isnan(predictions) if predictions.dtype.kind == "f" else predictions < 0
+
+
+def write_dev_predictions(path: Path, spec: TaskSpec, dev: TaskExamples, predictions: np.ndarray,
+                          generations: list[str] | None = None) -> None:
+    """generations: a T5's raw generated texts, written as a fourth column."""
+    columns = [dev.ids, prediction_strings(spec, predictions), prediction_strings(spec, dev.labels)]
+    header = ["index", "prediction", "label"]
+    if generations is not None:
+        columns.append(generations)
+        header.append("generation")
+    _write_tsv(path, header, zip(*columns))
 
 
 def write_submission(task_dir: Path, spec: TaskSpec, test: TaskExamples, predictions: np.ndarray) -> Path:
+    """The GLUE server rejects a row without a label, so an unreadable prediction becomes
+    class 0 / score 0.0 here (and only here: metrics.json counts them)."""
     path = Path(task_dir) / f"{spec.submission_name}.tsv"
-    _write_tsv(path, ["index", "prediction"], zip(test.ids, prediction_strings(spec, predictions)))
+    predictions = np.asarray(predictions)
+    filled = np.where(unreadable_rows(predictions), 0, predictions).astype(predictions.dtype)
+    _write_tsv(path, ["index", "prediction"], zip(test.ids, prediction_strings(spec, filled)))
     return path
 
 

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import torch.nn as nn
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from stages.finetune.model_source import build_task_model
 from stages.models import Bert, load_pretrained, save_pretrained
 from stages.models.hf_export import export_hf, import_hf
+from stages.models.weights_file import read_weights
 
 HEAD_WEIGHTS_NAME = "head.safetensors"
 HEAD_CONFIG_NAME = "head_config.json"
@@ -57,6 +58,6 @@ def load_finetuned(directory: str | Path) -> tuple[nn.Module, dict[str, Any]]:
     head_config = json.loads(config_path.read_text(encoding="utf-8"))
     backbone = import_hf(directory) if (directory / "config.json").is_file() else load_pretrained(directory)
     model = build_task_model(head_config, backbone)
-    missing, unexpected = model.load_state_dict(load_file(str(directory / HEAD_WEIGHTS_NAME)), strict=False)
+    missing, unexpected = model.load_state_dict(read_weights(directory / HEAD_WEIGHTS_NAME), strict=False)
     assert not unexpected and all(name.startswith("backbone.") for name in missing), (missing, unexpected)
     return model.eval(), head_config

@@ -79,6 +79,11 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
         head = "text_to_text"  # labels are target ids (B, L) for every task, never start/end positions
     model = build_task_model(loop_config["head_config"], load_backbone(loop_config["source"]),
                              dropout=cfg.classifier_dropout)
+    if loop_config["source"]["family"] == "t5":  # finetune.t5_scoring: rank predicts by label-word likelihood
+        from stages.finetune.tasks import get_task
+        from stages.finetune.text_to_text.rank import enable_rank_scoring
+
+        enable_rank_scoring(model, get_task(task), cfg, loop_config["source"]["tokenizer"])
     micro_batches = micro_batches_per_epoch(len(train), world_size, cfg.micro_batch_size)
     total_steps = max(1, micro_batches * cfg.epochs // cfg.gradient_accumulation_steps)
     engine = initialize_engine(

@@ -4,10 +4,12 @@ index.json, so they can never disagree with the data."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from stages.evaluate.spec import builtin_task_names, check_task_list, resolve_task_spec
 from stages.section import Section
 
 
@@ -158,14 +160,62 @@ class PretrainConfig(Section):
     log_every: int = Field(
         1, ge=1, description="write a metrics.jsonl record every this many steps (loss averaged "
         "over them); each record costs one tiny all-reduce")
-    eval_every: int = Field(50, ge=1, description="validation loss every this many steps, and at the end")
+    eval_every: int = Field(
+        50, ge=1, description="validation loss (and the eval_tasks scores) every this many steps, "
+        "and at the end")
     eval_batches: int = Field(
         20, ge=1, description="validation micro batches per worker per evaluation (caps eval cost)")
+    eval_tasks: list[str] = Field(
+        default_factory=list,
+        description="zero/few-shot evaluation tasks scored on the live model at every eval_every "
+        "(and at the end) and logged as `eval/<task>/<metric>`: built-in names of the evaluate "
+        "stage (" + ", ".join(builtin_task_names()) + ") or task spec YAML paths; empty = none")
+    eval_tasks_max_examples: int = Field(
+        64, ge=1, description="examples scored per eval_tasks task at each evaluation (a subset "
+        "drawn once with the evaluate stage's default seed, 1234; the same rows every time)")
+    eval_tasks_shots: int = Field(
+        0, ge=0, description="demonstrations in each eval_tasks prompt (perplexity tasks take none)")
+    snapshot_every: int | None = Field(
+        None, ge=1, description="every this many steps, write the full weights as "
+        "`snapshots/step-<NNNNNNN>/` (what model/ holds) and list them with their step and "
+        "training tokens in `snapshots/index.json`, for scoring the model across training; "
+        "null = no snapshots")
     checkpoint_every: int = Field(
         50, ge=1, description="checkpoint (to resume from) every this many steps, and at the end")
     max_failures: int = Field(
         1, ge=0, description="restart the workers from the last checkpoint up to this many times "
         "when a worker or node dies")
+
+    @field_validator("deepspeed_config")
+    @classmethod
+    def _deepspeed_config_exists(cls, path: str | None) -> str | None:
+        # Checked when the config is loaded (`pretrain plan` / `run` exit 2 naming the key),
+        # not when the stage starts. Resolved as the stage reads it (read_deepspeed_json):
+        # relative to the working directory. Training workers never re-check it: they get
+        # the file's contents from the driver (train_loop.py), and their working directory
+        # may be another one.
+        if path is not None and not Path(path).is_file():
+            raise ValueError(
+                f"{path} does not exist (a relative path is taken from the directory the "
+                f"pipeline runs in, {Path.cwd()}); fix the path or unset pretrain.deepspeed_config")
+        return path
+
+    @field_validator("eval_tasks")
+    @classmethod
+    def _eval_tasks_resolve(cls, tasks: list[str]) -> list[str]:
+        # A misspelled task is a config error now, not a failure after the first
+        # eval_every steps of training.
+        return check_task_list(tasks)
+
+    @model_validator(mode="after")
+    def _eval_tasks_fit_the_family(self) -> "PretrainConfig":
+        if self.model.family == "bert":
+            generation = [task for task in self.eval_tasks if resolve_task_spec(task).kind == "generation"]
+            if generation:
+                raise ValueError(
+                    f"pretrain.eval_tasks: {', '.join(generation)} generate text, which a BERT model "
+                    "cannot do; remove them (they run for gpt and t5)")
+        return self
 
     @model_validator(mode="after")
     def _precision_offload_and_schedule_fit_together(self) -> "PretrainConfig":

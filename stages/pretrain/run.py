@@ -10,9 +10,16 @@ Writes  ctx.output_dir/metrics.jsonl   one record per log_every / eval_every ste
         ctx.output_dir/deepspeed_config.json   the DeepSpeed config we generated, the user's
                                        pretrain.deepspeed_config file, the merge, overrides
         ctx.output_dir/model/          model.safetensors, model_config.json, tokenizer.json
+        ctx.output_dir/snapshots/      with pretrain.snapshot_every: step-<NNNNNNN>/ folders
+                                       holding what model/ holds, and index.json (step,
+                                       training tokens, path of each); stages/pretrain/snapshots.py
         ctx.output_dir/hf/             the same weights as a Hugging Face folder (config.json,
                                        model.safetensors, tokenizer files): GPT2LMHeadModel,
                                        BertForPreTraining or T5ForConditionalGeneration
+
+With pretrain.eval_tasks, the tasks' files are read here (from data_dir) and planned
+once; every eval_every the workers score them on the live model and log
+eval/<task>/<metric> beside the validation loss (stages/pretrain/eval_tasks.py).
 
 Calling `run` again with the same output_dir (after the driver was killed, say) resumes
 from the last committed checkpoint and still ends at max_steps.
@@ -27,6 +34,7 @@ from typing import Any
 
 from stages.data.packed import read_index
 from stages.pretrain.config import PretrainConfig
+from stages.pretrain.eval_tasks import plan_eval_tasks, scorer_token_ids
 from stages.pretrain.train_loop import train_loop_per_worker
 from stages.training.deepspeed_config import resolve_deepspeed_config
 from stages.training.launch import fit
@@ -41,7 +49,8 @@ SUMMARY_KEYS = (
 def run(ctx) -> dict[str, Any]:
     """Train, export, and return the stage metrics: steps, final_loss, val_loss,
     val_perplexity, tokens_per_second, num_parameters, resumed_from_step, mfu,
-    wall_seconds, and the last validation's per-objective val_<part>_loss / _accuracy."""
+    wall_seconds, the last validation's per-objective val_<part>_loss / _accuracy, and
+    the last eval/<task>/<metric> scores of pretrain.eval_tasks."""
     started = time.time()
     cfg: PretrainConfig = ctx.config
     dataset_dir = Path(ctx.inputs["dataset"]).resolve()
@@ -55,6 +64,11 @@ def run(ctx) -> dict[str, Any]:
     # Read and merged here, so a broken file fails before Ray starts; logged and written
     # to output_dir/deepspeed_config.json.
     user_deepspeed_config, deepspeed_overrides = resolve_deepspeed_config(cfg, output_dir)
+    # Planned here, once: a missing task file or an unusable tokenizer fails before Ray starts.
+    eval_plans, eval_token_ids = [], {}
+    if cfg.eval_tasks:
+        eval_plans = plan_eval_tasks(cfg, Path(ctx.experiment.resolved_data_dir))
+        eval_token_ids = scorer_token_ids(cfg.model.family, tokenizer_path, index["vocab_size"])
     loop_config = {
         "user_deepspeed_config": user_deepspeed_config,
         "pretrain": cfg.model_dump(),
@@ -70,6 +84,8 @@ def run(ctx) -> dict[str, Any]:
         "metrics_log": ctx.metrics_log,
         "experiment": ctx.experiment,
         "fingerprint": ctx.fingerprint,
+        "eval_plans": eval_plans,
+        "eval_token_ids": eval_token_ids,
     }
     result = fit(
         train_loop_per_worker,
@@ -83,7 +99,8 @@ def run(ctx) -> dict[str, Any]:
     export_hugging_face(output_dir, tokenizer_path)
     reported = result.metrics or {}
     metrics = {key: reported.get(key) for key in SUMMARY_KEYS}
-    metrics.update({key: value for key, value in reported.items() if key.startswith("val_")})
+    # the last validation's per-objective metrics, and the last in-loop task scores
+    metrics.update({key: value for key, value in reported.items() if key.startswith(("val_", "eval/"))})
     if cfg.deepspeed_config:
         metrics["deepspeed_overrides"] = "; ".join(map(str, deepspeed_overrides)) or "none"
     metrics["wall_seconds"] = time.time() - started

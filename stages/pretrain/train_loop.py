@@ -10,14 +10,14 @@ sequences on each of world_size workers. The loop resumes from the last committe
 checkpoint (model, optimizer, lr schedule, data position, RNG), so a killed run that is
 started again continues exactly where its checkpoint left off.
 
-Rank 0 writes metrics.jsonl, shows the progress bar and exports the final model; every
-rank takes part in evaluation and checkpointing, which are collective.
+Rank 0 writes metrics.jsonl, shows the progress bar and exports the final model (and the
+snapshots of pretrain.snapshot_every, stages/pretrain/snapshots.py); every rank takes part
+in evaluation (validation loss and the in-loop tasks of pretrain.eval_tasks,
+stages/pretrain/eval_tasks.py), weight gathering and checkpointing, which are collective.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -28,11 +28,13 @@ import torch.distributed as dist
 
 from stages.data.loader import ExampleLoader
 from stages.data.packed import read_index
-from stages.models import build_model, save_pretrained
+from stages.models import build_model
 from stages.pretrain.config import PretrainConfig
+from stages.pretrain.eval_tasks import TaskEvaluator
 from stages.pretrain.metrics import IntervalMeter, PartTotals, Throughput, part_metrics, perplexity
 from stages.pretrain.objectives import build_objective
 from stages.pretrain.objectives.base import NUM_PREDICTIONS
+from stages.pretrain.snapshots import record_snapshot, remove_partial_snapshots, snapshot_path, write_model_folder
 from stages.training.checkpoint import report_checkpoint, restore_latest
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
 from stages.tracking import open_tracker
@@ -45,10 +47,15 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     dataset's index.json);
     user_deepspeed_config (the pretrain.deepspeed_config file's JSON, or None);
     metrics_log (rank 0's JSONL sink), experiment (the ExperimentConfig, for wandb
-    tracking), fingerprint (tags the wandb run)."""
+    tracking), fingerprint (tags the wandb run);
+    eval_plans, eval_token_ids (pretrain.eval_tasks planned by the driver:
+    stages/pretrain/eval_tasks.py)."""
     import ray.train
 
-    cfg = PretrainConfig.model_validate(loop_config["pretrain"])
+    # deepspeed_config: the driver read the file (loop_config["user_deepspeed_config"]);
+    # its path need not exist from this worker's working directory. Likewise eval_tasks:
+    # the driver planned them (loop_config["eval_plans"]).
+    cfg = PretrainConfig.model_validate({**loop_config["pretrain"], "deepspeed_config": None, "eval_tasks": []})
     context = ray.train.get_context()
     rank, world_size = context.get_world_rank(), context.get_world_size()
     seed = loop_config["seed"]
@@ -82,12 +89,15 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     if state is None:
         torch.manual_seed(seed + 1000 + rank)
 
-    # Append-only: after a resume, the steps between the checkpoint and the crash appear
-    # twice in metrics.jsonl; readers keep the last record per step.
     tracker = open_tracker(
         experiment=loop_config["experiment"], stage="pretrain",
         fingerprint=loop_config["fingerprint"], output_dir=output_dir,
         config=loop_config["pretrain"], metrics_log=loop_config["metrics_log"]) if is_main else None
+    if tracker is not None:
+        # The steps after the checkpoint (logged before a crash, or by an attempt killed
+        # before its first checkpoint) are trained again: drop their records, so that
+        # metrics.jsonl holds each step once.
+        tracker.metrics_log.drop_records_after(resumed_from_step)
 
     throughput = Throughput(
         samples_per_step=cfg.micro_batch_size * cfg.gradient_accumulation_steps * world_size,
@@ -96,6 +106,14 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         peak_flops=cfg.peak_tflops * 1e12 * world_size,
     )
     tokens_per_step = throughput.samples_per_step * throughput.tokens_per_sample
+    # Counted, not step x tokens_per_step: a run may resume on another number of workers.
+    tokens_seen = state.get("tokens_seen", step * tokens_per_step) if state is not None else 0
+    task_evaluator = TaskEvaluator(
+        loop_config["eval_plans"], cfg.model.family, Path(loop_config["tokenizer_path"]),
+        loop_config["eval_token_ids"], batch_size=cfg.micro_batch_size, engine=engine, rank=rank,
+        world_size=world_size) if loop_config.get("eval_plans") else None
+    if is_main and cfg.snapshot_every:
+        remove_partial_snapshots(output_dir)
     meter = IntervalMeter(objective.parts, engine.device)
     progress = _progress_bar(is_main, cfg.max_steps, step)
     train_seconds, steps_this_session = 0.0, 0
@@ -116,6 +134,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
             meter.add(output)
             step_loss += output.loss.item() / cfg.gradient_accumulation_steps
         step += 1
+        tokens_seen += tokens_per_step
         elapsed = time.perf_counter() - started
         train_seconds += elapsed
         steps_this_session += 1
@@ -129,13 +148,21 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
             record.update(step=step, **meter.summarize(throughput), lr=lr, grad_norm=grad_norm)
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
             record.update(step=step, **evaluate(engine, objective, loop_config, cfg, rank, world_size))
+            if task_evaluator is not None:
+                record.update(task_evaluator.evaluate(engine))
         if record:
             last_metrics.update(record)
             if tracker is not None:
                 tracker.log(record, step=step)
 
-        if step == cfg.max_steps:
-            _export_model(engine, cfg, loop_config, output_dir, is_main)
+        # Before the checkpoint: a committed checkpoint implies its snapshots are complete.
+        destinations = [output_dir / "model"] if step == cfg.max_steps else []
+        snapshot_due = bool(cfg.snapshot_every) and step % cfg.snapshot_every == 0
+        if snapshot_due and not _snapshot_exists(output_dir, step, is_main):
+            destinations.append(snapshot_path(output_dir, step))
+        _write_weights(engine, cfg, loop_config, destinations, is_main)
+        if snapshot_due and is_main:
+            record_snapshot(output_dir, step, tokens_seen)
         if step % cfg.checkpoint_every == 0 or step == cfg.max_steps:
             summary = {
                 "steps": step,
@@ -146,10 +173,12 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
                 "num_parameters": num_parameters,
                 "resumed_from_step": resumed_from_step,
                 "mfu": last_metrics.get("mfu"),
-                # per-objective validation losses and accuracies (val_mlm_accuracy, ...)
-                **{k: v for k, v in last_metrics.items() if k.startswith("val_")},
+                # per-objective validation losses and accuracies (val_mlm_accuracy, ...),
+                # and the last in-loop task scores (eval/<task>/<metric>)
+                **{k: v for k, v in last_metrics.items() if k.startswith(("val_", "eval/"))},
             }
-            report_checkpoint(engine, step, {"loader": train_loader.state_dict()}, summary)
+            report_checkpoint(engine, step, {"loader": train_loader.state_dict(), "tokens_seen": tokens_seen},
+                              summary)
     if progress is not None:
         progress.close()
     if tracker is not None:
@@ -160,7 +189,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         # Resumed from the final checkpoint: the run had finished, but the driver died
         # before the engine recorded it. Export again (cheap) in case model/ is missing;
         # every rank must take part, so this does not depend on what one rank sees.
-        _export_model(engine, cfg, loop_config, output_dir, is_main)
+        _write_weights(engine, cfg, loop_config, [output_dir / "model"], is_main)
 
 
 def _build_model(cfg: PretrainConfig, loop_config: dict):
@@ -215,20 +244,31 @@ def _placeholder_batch(empty: dict[str, torch.Tensor]) -> dict[str, torch.Tensor
     return batch
 
 
-def _export_model(engine, cfg: PretrainConfig, loop_config: dict, output_dir: Path, is_main: bool) -> None:
-    """Rank 0 writes output_dir/model (weights, config, tokenizer.json). Collective,
-    because gathering sharded weights is; the swap into place is atomic per directory."""
-    state_dict = full_fp32_state_dict(engine)
+def _write_weights(engine, cfg: PretrainConfig, loop_config: dict, destinations: list[Path],
+                   is_main: bool) -> None:
+    """Rank 0 writes the full fp32 weights, model_config.json and tokenizer.json into each
+    of `destinations` (output_dir/model, a snapshot folder), each renamed into place when
+    complete. Collective when there is anything to write, because gathering sharded
+    weights is: every rank must pass the same number of destinations."""
+    if not destinations:
+        return
+    state_dict = full_fp32_state_dict(engine)  # gathered once for every destination
     if not is_main:
         return
     model = _build_model(cfg, loop_config)
     model.load_state_dict(state_dict, strict=True)
-    staging, final = output_dir / "model.partial", output_dir / "model"
-    shutil.rmtree(staging, ignore_errors=True)
-    save_pretrained(model, staging)
-    shutil.copy2(loop_config["tokenizer_path"], staging / "tokenizer.json")
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(staging, final)
+    for final in destinations:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        write_model_folder(model, Path(loop_config["tokenizer_path"]), final)
+
+
+def _snapshot_exists(output_dir: Path, step: int, is_main: bool) -> bool:
+    """Whether an earlier attempt of this run wrote the snapshot of `step` (a resumed run
+    keeps it). Rank 0 looks and tells the others, so that every rank takes the same
+    decision about the collective weight gathering."""
+    decision = [snapshot_path(output_dir, step).is_dir() if is_main else None]
+    dist.broadcast_object_list(decision, src=0)
+    return bool(decision[0])
 
 
 def _progress_bar(is_main: bool, total: int, initial: int):

@@ -1,4 +1,5 @@
-"""Several runs side by side: config differences, curves overlaid, scores with deltas.
+"""Several runs side by side: config differences, curves overlaid, scores with deltas
+(pretraining summary, fine-tuning scores, the GLUE average, zero/few-shot scores).
 
 The first run is the baseline; every delta is `run - baseline`. Whether a delta is
 better depends on the metric: losses go down, scores go up.
@@ -70,8 +71,10 @@ def config_differences(configs: list[dict]) -> list[dict[str, Any]]:
 
 
 def metric_rows(labels: list[str], sources: list[RunSource], reports: list[dict]) -> list[dict]:
-    """[{group, metric, values, deltas, lower_is_better}]: pretraining summary and every
-    fine-tuning score any run has, with deltas against the first run."""
+    """[{group, metric, values, deltas, lower_is_better, contexts}]: pretraining summary,
+    every fine-tuning and zero/few-shot score any run has, with deltas against the first
+    run; contexts: per run, the score's {"baseline", "ci95", "verdict"} or None
+    (`stages.report.scores`, `stages.report.evaluation`)."""
     rows = []
     for metric in PRETRAIN_SUMMARY:
         values = [_pretrain_metric(s, metric) for s in sources]
@@ -83,18 +86,39 @@ def metric_rows(labels: list[str], sources: list[RunSource], reports: list[dict]
         score_keys += [k for k in report["finetune"] if k not in score_keys]
     for key in score_keys:
         task, metric = key.split("/", 1)
-        rows.append(_row(task, metric, [r["finetune"].get(key) for r in reports], lower_is_better=False))
-    glue = [r["glue_average"]["score"] if r.get("glue_average") else None for r in reports]
-    if any(v is not None for v in glue):
-        rows.append(_row("GLUE", "average", glue, lower_is_better=False))
+        contexts = [r.get("finetune_context", {}).get(task, {}).get(metric) for r in reports]
+        rows.append(_row(task, metric, [r["finetune"].get(key) for r in reports], lower_is_better=False,
+                         contexts=contexts))
+    glue = [r["glue_average"] if r.get("glue_average") else None for r in reports]
+    if any(g is not None for g in glue):
+        rows.append(_row("GLUE", "average", [g["score"] if g else None for g in glue], lower_is_better=False,
+                         contexts=[g if g and g.get("verdict") else None for g in glue]))
+    return rows + evaluation_rows(reports)
+
+
+def evaluation_rows(reports: list[dict]) -> list[dict]:
+    """Every zero/few-shot score any run has (group "evaluate: task"), with deltas; which
+    way is better comes from the score (perplexity and bits per byte: lower)."""
+    keys: list[tuple[str, str]] = []
+    for report in reports:
+        keys += [(task, metric) for task, entry in report.get("evaluation", {}).items()
+                 for metric in entry["scores"] if (task, metric) not in keys]
+    rows = []
+    for task, metric in keys:
+        scores = [r.get("evaluation", {}).get(task, {}).get("scores", {}).get(metric) for r in reports]
+        higher = next(s["higher_is_better"] for s in scores if s is not None)
+        rows.append(_row(f"evaluate: {task}", metric, [s["value"] if s else None for s in scores],
+                         lower_is_better=not higher,
+                         contexts=[s if s and s.get("verdict") else None for s in scores]))
     return rows
 
 
-def _row(group: str, metric: str, values: list, *, lower_is_better: bool) -> dict[str, Any]:
+def _row(group: str, metric: str, values: list, *, lower_is_better: bool,
+         contexts: list | None = None) -> dict[str, Any]:
     base = values[0]
     deltas = [None if (v is None or base is None) else v - base for v in values]
     return {"group": group, "metric": metric, "values": values, "deltas": deltas,
-            "lower_is_better": lower_is_better}
+            "lower_is_better": lower_is_better, "contexts": contexts or [None] * len(values)}
 
 
 def _pretrain_metric(source: RunSource, metric: str) -> float | None:

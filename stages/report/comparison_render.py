@@ -6,6 +6,7 @@ from typing import Any
 
 from stages.report.comparison import overlaid_panels
 from stages.report.content import format_time
+from stages.report.evaluation import verdict_label
 from stages.report.html_parts import Raw, escape, format_value, page, plot_figure, table
 from stages.report.plots import line_plot_png
 from stages.report.sources import RunSource
@@ -46,11 +47,29 @@ def _metrics_table(comparison: dict, labels: list[str]) -> str:
     headers = ["stage / task", "metric", labels[0]] + [f"{label} (delta)" for label in labels[1:]]
     rows = []
     for row in comparison["metrics"]:
-        cells: list[Any] = [row["group"], row["metric"], row["values"][0]]
-        for value, delta in zip(row["values"][1:], row["deltas"][1:]):
-            cells.append(Raw(f"{escape(format_value(value))} {_delta_html(delta, row['lower_is_better'])}"))
+        contexts = row.get("contexts") or [None] * len(row["values"])
+        cells: list[Any] = [row["group"], row["metric"],
+                            Raw(escape(format_value(row["values"][0])) + _chance_html(contexts[0]))]
+        for value, delta, context in zip(row["values"][1:], row["deltas"][1:], contexts[1:]):
+            cells.append(Raw(f"{escape(format_value(value))} {_delta_html(delta, row['lower_is_better'])}"
+                             + _chance_html(context)))
         rows.append(cells)
     return table(headers, rows, numeric=range(2, len(headers)), css_class="scores")
+
+
+def _chance_html(context: dict | None) -> str:
+    """A badge on a score that is not better than its baseline (nothing where it is, or unknown)."""
+    if not context or context["verdict"] in (None, "above"):
+        return ""
+    kind = context["verdict"]
+    return (f' <span class="badge badge-{kind}" title="baseline {context["baseline"]:.4f}">'
+            f"{escape(verdict_label(context))}</span>")
+
+
+def _chance_text(context: dict | None) -> str:
+    if not context or context["verdict"] in (None, "above"):
+        return ""
+    return f" ({verdict_label(context)}, baseline {context['baseline']:.4g})"
 
 
 def _delta_html(delta: float | None, lower_is_better: bool) -> str:
@@ -79,9 +98,10 @@ def comparison_markdown(comparison: dict[str, Any]) -> str:
         out += ["| stage / task | metric | " + " | ".join(labels) + " |",
                 "|---|---|" + "---:|" * len(labels)]
         for row in comparison["metrics"]:
-            cells = [format_value(row["values"][0])] + [
-                f"{format_value(v)}" + (f" ({d:+.4g})" if d is not None else "")
-                for v, d in zip(row["values"][1:], row["deltas"][1:])]
+            contexts = row.get("contexts") or [None] * len(row["values"])
+            cells = [format_value(row["values"][0]) + _chance_text(contexts[0])] + [
+                f"{format_value(v)}" + (f" ({d:+.4g})" if d is not None else "") + _chance_text(c)
+                for v, d, c in zip(row["values"][1:], row["deltas"][1:], contexts[1:])]
             out.append(f"| {row['group']} | {row['metric']} | " + " | ".join(cells) + " |")
     else:
         out.append("No scores yet.")

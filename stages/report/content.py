@@ -2,23 +2,31 @@
 
 Keys kept stable for readers of metrics.json: experiment, generated, stages, finetune
 ("task/metric" -> score), pretrain_curve. Added: lineage, stats, finetune_tasks,
-glue_average, problems.
+glue_average, problems, finetune_context ({task: {metric: {"baseline", "ci95",
+"verdict"}}}: each score's baseline, 95% interval and whether it is above the baseline;
+`stages.report.scores`), evaluation ({task: {"kind", "shots", "num_examples",
+"num_truncated", "scores": {metric: {"value", "ci95", "baseline", "baseline_kind",
+"higher_is_better", "verdict"}}}}: the evaluate stage's zero- and few-shot scores) and
+evaluation_snapshots ([{"step", "tokens", "task", "metric", "value", "ci95", "baseline",
+"higher_is_better", "verdict"}]: the same scores across pretraining;
+`stages.report.evaluation`).
 """
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
+from stages.finetune.score_context import describe, read_contexts
 from stages.report.curves import pretrain_series, sample_curve
+from stages.report.evaluation import chance_problem, key_scores, read_evaluation, read_snapshots
+from stages.report.scores import (
+    chance_problems, finetune_scores, glue_average, group_by_task, score_contexts, unreadable_problems,
+)
 from stages.report.sources import RunSource, StageRecord
 
 DATA_STAGES = ("ingest", "tokenizer", "dataset")
-GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "mnli_mm", "qnli", "rte", "wnli")
-# Official scores of GLUE / SQuAD / CoNLL tasks; "f1_PER" or "f1/PER" (a CoNLL entity
-# type) count as scores too. Counts like "sst2/train_examples" do not.
-SCORE = re.compile(r"^(accuracy|f1|matthews(_corrcoef)?|pearson|spearman|exact_match|em)([_/].+)?$")
+DEFAULT_MAX_UNREADABLE_FRACTION = 0.1  # finetune.max_unreadable_fraction where a manifest predates it
 
 
 def build_report(source: RunSource, *, curve_points: int = 10) -> dict[str, Any]:
@@ -28,25 +36,37 @@ def build_report(source: RunSource, *, curve_points: int = 10) -> dict[str, Any]
     finetune = source.stage("finetune")
     scores = finetune_scores(finetune.metrics if finetune else {})
     tasks = group_by_task(scores)
+    contexts = score_contexts(finetune.metrics if finetune else {}, tasks)
     pretrain = source.stage("pretrain")
+    evaluation = read_evaluation(source.stage("evaluate"))
+    snapshots, snapshot_problem = read_snapshots(source.stage("evaluate"))
     return {
         "experiment": source.name,
         "generated": time.time(),
         "stages": [stage_row(s) for s in records],
         "finetune": scores,
         "finetune_tasks": tasks,
-        "glue_average": glue_average(tasks),
+        "finetune_context": contexts,
+        "glue_average": glue_average(tasks, contexts),
         "pretrain_curve": sample_curve(pretrain_series(pretrain.directory if pretrain else None),
                                        curve_points),
         "stats": {s.stage: scalar_metrics(s.metrics) for s in records
                   if s.stage in DATA_STAGES and s.manifest},
+        "evaluation": evaluation,
+        "evaluation_snapshots": snapshots,
         "lineage": lineage(source, records),
-        "problems": problems(source, records, tasks),
+        "problems": problems(source, records, tasks, contexts)
+        + evaluation_problems(evaluation, snapshot_problem),
     }
 
 
 def stage_row(record: StageRecord) -> dict[str, Any]:
     metrics = scalar_metrics(record.metrics)
+    if record.stage == "finetune":  # its scores, each with interval, baseline and verdict
+        contexts = read_contexts(record.metrics)
+        metrics = {k: describe(v, contexts.get(k)) for k, v in finetune_scores(record.metrics).items()}
+    if record.stage == "evaluate":  # its key scores, each judged against its baseline the same way
+        metrics = key_scores(record.metrics)
     if record.error:
         metrics = {"error": record.error[:200]}
     return {"stage": record.stage, "state": record.state, "fingerprint": record.fingerprint,
@@ -55,31 +75,6 @@ def stage_row(record: StageRecord) -> dict[str, Any]:
 
 def scalar_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metrics.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
-
-
-def finetune_scores(metrics: dict[str, Any]) -> dict[str, float]:
-    """'task/metric' -> score for the official metrics of every task, in stage order."""
-    return {key: float(value) for key, value in metrics.items()
-            if "/" in key and SCORE.match(key.split("/", 1)[1])
-            and isinstance(value, (int, float)) and not isinstance(value, bool)}
-
-
-def group_by_task(scores: dict[str, float]) -> dict[str, dict[str, float]]:
-    tasks: dict[str, dict[str, float]] = {}
-    for key, value in scores.items():
-        task, metric = key.split("/", 1)
-        tasks.setdefault(task, {})[metric] = value
-    return tasks
-
-
-def glue_average(tasks: dict[str, dict[str, float]]) -> dict[str, Any] | None:
-    """The GLUE leaderboard's score over the GLUE tasks present: each task's metrics are
-    averaged first (MRPC: F1 and accuracy; STS-B: Pearson and Spearman), then the tasks."""
-    per_task = {task: sum(m.values()) / len(m) for task, m in tasks.items()
-                if task in GLUE_TASKS and m}
-    if not per_task:
-        return None
-    return {"score": sum(per_task.values()) / len(per_task), "tasks": sorted(per_task)}
 
 
 def lineage(source: RunSource, records: list[StageRecord]) -> dict[str, Any]:
@@ -104,10 +99,11 @@ def is_reused(source: RunSource, record: StageRecord) -> bool:
     return bool(source.run_started and end and end < source.run_started)
 
 
-def problems(source: RunSource, records: list[StageRecord],
-             tasks: dict[str, dict[str, float]]) -> list[dict[str, str]]:
+def problems(source: RunSource, records: list[StageRecord], tasks: dict[str, dict[str, float]],
+             contexts: dict[str, dict[str, dict]] | None = None) -> list[dict[str, str]]:
     """What a reader must know did not happen as planned: skipped, failed, unfinished or
-    resumed stages, and fine-tuning tasks with no score."""
+    resumed stages, fine-tuning tasks with no score, scores not above their baseline,
+    and T5 tasks whose generations could mostly not be read back."""
     found = []
     for record in records:
         metrics = record.metrics
@@ -134,6 +130,22 @@ def problems(source: RunSource, records: list[StageRecord],
         for task in wanted:
             if task not in tasks:
                 found.append(_problem("finetune", "missing", f"task {task} has no score"))
+        limit = ((finetune.manifest or {}).get("config") or {}).get("max_unreadable_fraction",
+                                                                     DEFAULT_MAX_UNREADABLE_FRACTION)
+        found += [_problem("finetune", "unreadable", line) for line in unreadable_problems(finetune.metrics, limit)]
+    if finetune is not None:
+        found += [_problem("finetune", "at chance", line) for line in chance_problems(contexts or {})]
+    return found
+
+
+def evaluation_problems(evaluation: dict[str, dict], snapshot_problem: str | None) -> list[dict[str, str]]:
+    """One line for every zero/few-shot score not better than its baseline, and one for a
+    snapshots.json that could not be read."""
+    found = []
+    if (line := chance_problem(evaluation)) is not None:
+        found.append(_problem("evaluate", "at chance", line))
+    if snapshot_problem:
+        found.append(_problem("evaluate", "unreadable", snapshot_problem))
     return found
 
 

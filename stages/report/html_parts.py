@@ -21,6 +21,10 @@ figure { margin: 0; } img.plot { max-width: 100%; border: 1px solid #eee; }
 .state-failed, .kind-failed { color: #b00020; font-weight: bold; }
 .state-incomplete, .state-not-run, .kind-missing { color: #a66300; }
 .better { color: #1b7f3b; } .worse { color: #b00020; } .muted { color: #777; }
+.badge { padding: 0 0.4em; border-radius: 0.3em; white-space: nowrap; } .badge-above { color: #1b7f3b; }
+.badge-chance { background: #fde7c1; color: #7a4a00; font-weight: bold; }
+.badge-below { background: #f9d0d6; color: #b00020; font-weight: bold; }
+.kind-at-chance, .kind-unreadable { color: #a66300; }
 """
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from stages.finetune.score_context import VERDICTS
 from stages.report.content import format_time
 from stages.report.curves import Series, finetune_series, panels, pretrain_series
+from stages.report.evaluation_render import evaluation_html
 from stages.report.html_parts import GroupRow, Raw, escape, format_value, page, plot_figure, table
 from stages.report.plots import line_plot_png
+from stages.report.scores import BASELINE_LEGEND, context_cells
 from stages.report.sources import RunSource
 
 
@@ -23,6 +26,7 @@ def render_html(report: dict[str, Any], source: RunSource, *,
         "<h2>Skipped, failed or resumed</h2>", _problems(report),
         "<h2>Training curves</h2>", _plots(run_plots(source)),
         "<h2>Fine-tuning</h2>", _finetune_table(report),
+        "<h2>Evaluation (zero- and few-shot)</h2>", evaluation_html(report),
         "<h2>Data</h2>", _stats(report),
         "<h2>Lineage</h2>", _lineage(report),
     ]
@@ -70,16 +74,34 @@ def _finetune_table(report: dict) -> str:
     tasks = report["finetune_tasks"]
     if not tasks:
         return "<p>No fine-tuning scores.</p>"
+    contexts = report.get("finetune_context", {})
     rows: list[Any] = []
     for task, metrics in tasks.items():
         rows.append(GroupRow(task))
-        rows += [[task, metric, value] for metric, value in metrics.items()]
+        for metric, value in metrics.items():
+            context = contexts.get(task, {}).get(metric)
+            interval, baseline, _ = context_cells(context)
+            rows.append([task, metric, value, interval, baseline, _verdict_badge(context)])
     glue = report.get("glue_average")
-    html = table(["task", "metric", "value"], rows, numeric=[2], css_class="finetune")
+    html = table(["task", "metric", "value", "95% CI", "baseline", "vs baseline"], rows, numeric=[2, 3, 4],
+                 css_class="finetune")
+    html += f'<p class="muted">{escape(BASELINE_LEGEND)}.</p>'
     if glue:
         html += (f"<p>GLUE average over {len(glue['tasks'])} task(s) "
-                 f"({escape(', '.join(glue['tasks']))}): <b>{glue['score']:.4f}</b></p>")
+                 f"({escape(', '.join(glue['tasks']))}): <b>{glue['score']:.4f}</b>")
+        if glue.get("ci95"):
+            interval, baseline, _ = context_cells(glue)
+            html += f" (approximate 95% CI {escape(interval)}; baseline {escape(baseline)}: {_verdict_badge(glue)})"
+        html += f'. <span class="muted">{escape(glue["rule"])}.</span></p>'
     return html
+
+
+def _verdict_badge(context: dict | None) -> Raw:
+    """above baseline, or a badge that makes a score at (or under) chance hard to miss."""
+    if not context:
+        return Raw("-")
+    kind = context["verdict"]
+    return Raw(f'<span class="badge badge-{kind}">{escape(VERDICTS[kind])}</span>')
 
 
 def _stats(report: dict) -> str:

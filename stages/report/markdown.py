@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from stages.finetune.score_context import VERDICTS
 from stages.report.content import format_time
+from stages.report.evaluation_render import evaluation_markdown
+from stages.report.scores import BASELINE_LEGEND, context_cells
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -24,15 +27,19 @@ def render_markdown(report: dict[str, Any]) -> str:
         out.append("Nothing: every stage ran in this run and finished.")
     out += ["", "## Fine-tuning", ""]
     if report["finetune"]:
-        out += ["| task | metric | value |", "|---|---|---:|"]
+        out += ["| task | metric | value | 95% CI | baseline | vs baseline |", "|---|---|---:|---|---:|---|"]
+        contexts = report.get("finetune_context", {})
         for task, metrics in report.get("finetune_tasks", {}).items():
-            out += [f"| {task} | {metric} | {value:.4f} |" for metric, value in metrics.items()]
+            for metric, value in metrics.items():
+                interval, baseline, verdict = context_cells(contexts.get(task, {}).get(metric))
+                verdict = verdict if verdict in ("-", VERDICTS["above"]) else f"**{verdict}**"
+                out.append(f"| {task} | {metric} | {value:.4f} | {interval} | {baseline} | {verdict} |")
+        out += ["", BASELINE_LEGEND + "."]
         if report.get("glue_average"):
-            glue = report["glue_average"]
-            out += ["", f"GLUE average over {len(glue['tasks'])} task(s) ({', '.join(glue['tasks'])}): "
-                        f"**{glue['score']:.4f}**"]
+            out += ["", glue_line(report["glue_average"])]
     else:
         out.append("No fine-tuning scores.")
+    out += evaluation_markdown(report)
     out += ["", "## Pretraining curve", ""]
     if report["pretrain_curve"]:
         out += ["| step | train loss | validation loss |", "|---:|---:|---:|"]
@@ -43,6 +50,15 @@ def render_markdown(report: dict[str, Any]) -> str:
         out.append("No training metrics found.")
     out += _stats(report.get("stats", {})) + _lineage(report.get("lineage"))
     return "\n".join(out) + "\n"
+
+
+def glue_line(glue: dict) -> str:
+    text = (f"GLUE average over {len(glue['tasks'])} task(s) ({', '.join(glue['tasks'])}): "
+            f"**{glue['score']:.4f}**")
+    if glue.get("ci95"):
+        interval, baseline, verdict = context_cells(glue)
+        text += f" (approximate 95% CI {interval}; baseline {baseline}: {verdict})"
+    return text + f". {glue['rule']}."
 
 
 def _stats(stats: dict) -> list[str]:

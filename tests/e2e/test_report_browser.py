@@ -78,14 +78,15 @@ def test_report_renders_without_console_errors_and_keeps_a_screenshot(report_htm
     assert screenshot.stat().st_size > 20_000, "the screenshot is (nearly) blank"
 
     dom = chromium(report_html, tmp_path / "profile-dom", "--dump-dom").stdout
-    for css_class in ("stages", "problems", "finetune", "lineage", "stats stats-ingest"):
+    for css_class in ("stages", "problems", "finetune", "evaluation", "lineage", "stats stats-ingest"):
         assert f'<table class="{css_class}">' in dom
     assert "| sst2 |" not in dom and "<td>sst2</td>" in dom
 
 
 def test_every_plot_decodes_in_the_browser(report_html, tmp_path):
     verdict = probe(report_html, tmp_path)
-    assert verdict["images"] == 5 and verdict["decoded"] == 5, verdict
+    # 4 pretraining panels, fine-tuning loss, 3 zero/few-shot panels across training
+    assert verdict["images"] == 8 and verdict["decoded"] == 8, verdict
 
 
 def test_comparison_page_plots_decode(tmp_path):

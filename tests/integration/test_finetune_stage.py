@@ -90,6 +90,10 @@ def test_sst2_metrics_are_returned_flat_and_written_per_task(sst2_run):
     assert metrics["sst2/seconds"] > 0
     written = json.loads((ctx.output_dir / "sst2" / "metrics.json").read_text())
     assert written["accuracy"] == metrics["sst2/accuracy"] and written["task"] == "sst2"
+    # Next to the score: the majority class of the 872 dev labels (444 are "1") and a 95% interval.
+    assert metrics["sst2/accuracy_baseline"] == 444 / 872
+    assert metrics["sst2/accuracy_ci95_low"] < metrics["sst2/accuracy"] < metrics["sst2/accuracy_ci95_high"]
+    assert "Wilson" in written["score_notes"]["accuracy"]
 
 
 def test_sst2_prediction_files_cover_every_row(sst2_run, data_dir):

@@ -25,6 +25,9 @@ from stages.finetune.tasks import get_task
 from stages.finetune.tasks.tsv import read_split
 from stages.finetune.text_to_text import class_ids, encode_text_to_text
 from stages.finetune.encode import load_task_tokenizer
+from stages.finetune.outputs import UNREADABLE
+from stages.finetune.text_to_text.rank import label_log_likelihoods, label_targets
+from stages.finetune.worker import OUTPUTS_NAME
 from stages.models import build_model, save_pretrained
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer
@@ -79,14 +82,57 @@ def test_t5_sst2_and_stsb_text_to_text_under_zero3(ray_session, tmp_path, t5_pre
                              torch.from_numpy(encoded.attention_mask.astype(np.int64)))
     predicted = class_ids(get_task("sst2"), tokenizer_path, generated.numpy())
     with open(tmp_path / "sst2" / "dev_predictions.tsv", encoding="utf-8", newline="") as f:
-        written = [row[1] for row in list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:17]]
-    assert [str(max(int(i), 0)) for i in predicted] == written
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    assert rows[0] == ["index", "prediction", "label", "generation"]
+    # A generation that is no label word is never written as a label.
+    assert [UNREADABLE if i < 0 else str(i) for i in predicted] == [row[1] for row in rows[1:17]]
+    unreadable = sum(row[1] == UNREADABLE for row in rows[1:])
+    assert metrics["sst2/unreadable_predictions"] == unreadable
+    assert metrics["sst2/unreadable_fraction"] == unreadable / 64
+    # Each score carries its baseline (SST-2's majority class on these 64 rows) and interval.
+    dev_labels = [row[2] for row in rows[1:]]
+    assert metrics["sst2/accuracy_baseline"] == max(dev_labels.count("0"), dev_labels.count("1")) / 64
+    assert metrics["sst2/accuracy_ci95_low"] <= metrics["sst2/accuracy"] <= metrics["sst2/accuracy_ci95_high"]
 
     # STS-B: a similarity score generated as text ("3.8"), read back as a float.
     assert -1.0 <= metrics["stsb/pearson"] <= 1.0 and metrics["stsb/dev_examples"] == 64
     with open(tmp_path / "stsb" / "STS-B.tsv", encoding="utf-8", newline="") as f:
         scores = [float(row[1]) for row in list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]]
     assert len(scores) == 1379
+
+
+def test_t5_rank_scoring_under_zero3(ray_session, tmp_path, t5_pretrain_dir, data_dir):
+    """finetune.t5_scoring: rank on two ranks under ZeRO-3 (every forward gathers
+    parameters collectively, so both ranks must run as many; 33 dev rows do not split
+    evenly): outputs are label-word log-likelihoods, equal to what the saved model gives
+    in one process, and every prediction is a label."""
+    experiment = ExperimentConfig.model_validate({
+        "name": "finetune-t5-test", "data_dir": str(data_dir), "seed": 0,
+        "ingest": {"sources": [{"path": "unused: only finetune runs here"}]},
+        "finetune": {"tasks": ["sst2"], "max_train_examples": 32, "max_eval_examples": 33, "epochs": 1,
+                     "num_workers": 2, "zero_stage": 3, "micro_batch_size": 16, "eval_batch_size": 8,
+                     "max_seq_len": SEQ_LEN, "lr": 1e-3, "max_failures": 0, "t5_scoring": "rank"},
+    })
+    ctx = StageContext(name="finetune", config=experiment.finetune, experiment=experiment, output_dir=tmp_path,
+                       inputs={"pretrain": t5_pretrain_dir}, fingerprint="test")
+    metrics = run(ctx)
+    assert 0.0 <= metrics["sst2/accuracy"] <= 1.0 and "sst2/unreadable_predictions" not in metrics
+    with np.load(tmp_path / "sst2" / OUTPUTS_NAME) as outputs:
+        dev_outputs = outputs["dev"]
+    assert dev_outputs.shape == (33, 2) and (dev_outputs < 0).all()  # log-likelihoods
+    with open(tmp_path / "sst2" / "dev_predictions.tsv", encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    assert [row[1] for row in rows[1:]] == [str(i) for i in dev_outputs.argmax(axis=1)]
+
+    model, _ = load_finetuned(tmp_path / "sst2" / "model")
+    dev = read_split(get_task("sst2"), data_dir, "dev").sample(33, 0)
+    tokenizer_path = str(tmp_path / "sst2" / "model" / "tokenizer.json")
+    encoded = encode_text_to_text(load_task_tokenizer(tokenizer_path, SEQ_LEN), get_task("sst2"), dev.texts[:8], None)
+    with torch.no_grad():
+        scores = label_log_likelihoods(model.eval().backbone, torch.from_numpy(encoded.input_ids.astype(np.int64)),
+                                       torch.from_numpy(encoded.attention_mask.astype(np.int64)),
+                                       torch.from_numpy(label_targets(get_task("sst2"), tokenizer_path)))
+    np.testing.assert_allclose(scores.numpy(), dev_outputs[:8], rtol=1e-4, atol=1e-4)
 
 
 def test_t5_squad_and_conll_text_to_text(ray_session, tmp_path, t5_pretrain_dir, data_dir):
@@ -124,3 +170,5 @@ def test_t5_squad_and_conll_text_to_text(ray_session, tmp_path, t5_pretrain_dir,
     for key in ("f1", "precision", "recall", "test_f1"):
         assert 0.0 <= metrics[f"conll2003/{key}"] <= 1.0
     assert metrics["conll2003/malformed_pieces"] >= 0 and metrics["conll2003/unmatched_entities"] >= 0
+    for key in ("squad/exact_match", "squad/f1", "conll2003/f1", "conll2003/test_f1"):  # baselines, intervals
+        assert metrics[f"{key}_ci95_low"] <= metrics[f"{key}_ci95_high"] and f"{key}_baseline" in metrics

@@ -27,6 +27,7 @@ from stages.data.loader import PackedSequenceLoader
 from stages.models import load_pretrained
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.run import run
+from stages.pretrain.snapshots import read_snapshot_index, snapshot_path
 from tests.counting_dataset import SEQ_LEN, VOCAB_SIZE, write_counting_dataset
 
 pytestmark = pytest.mark.ray
@@ -38,7 +39,11 @@ CONFIG = dict(
     num_workers=2, zero_stage=2, precision="fp32", micro_batch_size=4, lr=1e-2,
     warmup_steps=3, max_steps=MAX_STEPS, log_every=1, eval_every=10, eval_batches=4,
     checkpoint_every=10, max_failures=0,
+    # Step 12 falls between the killed run's checkpoint (10) and its kill (13): the resumed
+    # run must keep that snapshot rather than write it again.
+    snapshot_every=4,
 )
+SNAPSHOT_STEPS = list(range(4, MAX_STEPS + 1, 4))
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +61,7 @@ def make_context(output_dir: Path, stage_inputs: dict[str, Path]) -> StageContex
 
 
 def losses_by_step(output_dir: Path) -> dict[int, float]:
-    """Last logged loss per step (after a resume, the steps past the checkpoint appear twice)."""
+    """Logged loss per step (a resume drops the records past its checkpoint first)."""
     return {r["step"]: r["loss"] for r in logged_losses(output_dir)}
 
 
@@ -98,6 +103,15 @@ def test_pretrain_trains_logs_checkpoints_and_exports(uninterrupted, stage_input
     assert metrics["final_loss"] < 0.6 * train_records[0]["loss"]
     assert metrics["val_loss"] < 0.6 * math.log(VOCAB_SIZE)
 
+    # Snapshots every 4 steps, listed with the tokens trained on before them.
+    assert read_snapshot_index(output_dir) == [
+        {"step": step, "tokens": step * 2 * CONFIG["micro_batch_size"] * SEQ_LEN,
+         "path": f"snapshots/step-{step:07d}"} for step in SNAPSHOT_STEPS]
+    for step in SNAPSHOT_STEPS:
+        folder = snapshot_path(output_dir, step)
+        assert sorted(p.name for p in folder.iterdir()) == ["model.safetensors", "model_config.json", "tokenizer.json"]
+    assert load_pretrained(snapshot_path(output_dir, 4)).num_parameters() == metrics["num_parameters"]
+
     # Checkpoints: the last two are kept, each with both workers' ZeRO shards and state.
     run_dir = output_dir / "ray" / "pretrain"
     checkpoints = sorted(p.name for p in run_dir.glob("checkpoint-step*"))
@@ -106,7 +120,9 @@ def test_pretrain_trains_logs_checkpoints_and_exports(uninterrupted, stage_input
     assert (last / "latest").read_text() == "global_step30"
     shard_names = sorted(p.name for p in (last / "global_step30").glob("zero_pp_rank_*"))
     assert shard_names == ["zero_pp_rank_0_mp_rank_00_optim_states.pt", "zero_pp_rank_1_mp_rank_00_optim_states.pt"]
-    assert (last / "extra_state_rank0.pt").is_file() and (last / "extra_state_rank1.pt").is_file()
+    assert sorted(p.name for p in last.glob("*_rank*.*")) == [
+        "extra_state_rank0.json", "extra_state_rank1.json",
+        "rng_state_rank0.safetensors", "rng_state_rank1.safetensors"]
 
     # The exported model scores the validation rows exactly as the last evaluation did.
     model_dir = output_dir / "model"
@@ -179,6 +195,10 @@ def test_resume_after_driver_sigkill_matches_the_uninterrupted_run(uninterrupted
     killed_at = time.time()
     assert max(losses_by_step(output_dir)) == FREEZE_AT  # frozen: it did not get further
     assert not (output_dir / "model").exists()
+    assert [e["step"] for e in read_snapshot_index(output_dir)] == [4, 8, 12]
+    kept_snapshot = snapshot_path(output_dir, 12) / "model.safetensors"
+    kept_written_at = kept_snapshot.stat().st_mtime_ns
+    first_attempt = {r["step"]: r["loss"] for r in logged_losses(output_dir)}
 
     metrics = run(make_context(output_dir, stage_inputs))
     print(f"interrupted run: {killed_at - started:.1f}s until killed, resumed run {time.time() - killed_at:.1f}s")
@@ -187,15 +207,23 @@ def test_resume_after_driver_sigkill_matches_the_uninterrupted_run(uninterrupted
     resumed = losses_by_step(output_dir)
     baseline = losses_by_step(baseline_dir)
     assert sorted(resumed) == list(range(1, MAX_STEPS + 1))
-    # metrics.jsonl is append-only: the killed attempt's steps 11-13 stay, then 11-30 again.
+    # The resume dropped the killed attempt's records past the checkpoint (steps 11-13)
+    # and logged them again: every step once, and the same losses as the first time.
     steps = [r["step"] for r in logged_losses(output_dir)]
-    assert steps == list(range(1, FREEZE_AT + 1)) + list(range(11, MAX_STEPS + 1))
-    first_attempt = {r["step"]: r["loss"] for r in logged_losses(output_dir)[:FREEZE_AT]}
+    assert steps == list(range(1, MAX_STEPS + 1))
     assert all(first_attempt[s] == resumed[s] for s in range(11, FREEZE_AT + 1))
     # fp32, fixed seed, restored optimizer, schedule, data position and RNG, one thread per
     # worker, same machine: the resumed run is the uninterrupted one, bit for bit.
     assert [resumed[s] for s in sorted(resumed)] == [baseline[s] for s in sorted(baseline)]
     assert metrics["val_loss"] == baseline_metrics["val_loss"]
+    # Snapshots: each step once, the one written before the kill kept as it was, and the
+    # same weights and token counts as the uninterrupted run's.
+    assert kept_snapshot.stat().st_mtime_ns == kept_written_at
+    assert read_snapshot_index(output_dir) == read_snapshot_index(baseline_dir)
+    for step in SNAPSHOT_STEPS:
+        weights = "model.safetensors"
+        assert (snapshot_path(output_dir, step) / weights).read_bytes() == \
+            (snapshot_path(baseline_dir, step) / weights).read_bytes(), step
     assert load_pretrained(output_dir / "model").num_parameters() == baseline_metrics["num_parameters"]
 
 

@@ -5,7 +5,10 @@ The datasets are built by the real dataset stage from a small synthetic corpus w
 tokenizers trained here (WordPiece for BERT, Unigram for T5). Each run must log its
 per-objective metrics at every step, lower its loss, export model/ that scores the
 validation rows exactly as the last evaluation did, and hf/ that transformers loads
-with the same logits. The nsp run also tracks to wandb offline.
+with the same logits. The nsp run also tracks to wandb offline. The mlm-only (ZeRO-2) and
+span (ZeRO-3) runs also score LAMBADA in the loop (pretrain.eval_tasks) and write snapshots
+(pretrain.snapshot_every), which the evaluate stage's score_snapshots scores to the same
+numbers.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ import transformers
 from pipeline.context import StageContext
 from stages.data.loader import ExampleLoader
 from stages.data.parallel import run_in_process
+from stages.evaluate.fewshot import DEFAULT_SEED
+from stages.evaluate.snapshots import score_snapshots
+from stages.evaluate.spec import resolve_task_spec
 from stages.models import BertForPreTraining, T5, load_pretrained
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.metrics import PartTotals, part_metrics
@@ -39,6 +45,8 @@ TRAINING = dict(num_workers=2, zero_stage=2, precision="fp32", micro_batch_size=
                 eval_batches=EVAL_BATCHES, checkpoint_every=MAX_STEPS, max_failures=0)
 BERT = {"family": "bert", "num_layers": 1, "hidden_size": 32, "num_heads": 2}
 T5_MODEL = {"family": "t5", "num_layers": 1, "hidden_size": 32, "num_heads": 2, "ff_size": 64}
+# In-loop LAMBADA at each evaluation, and a snapshot at each evaluation step.
+IN_LOOP = {"eval_tasks": ["lambada_openai"], "eval_tasks_max_examples": 8, "snapshot_every": EVAL_EVERY}
 # name -> (tokenizer kind, dataset options, pretrain options, expected parts)
 RUNS = {
     "mlm-nsp": ("wordpiece", {"objective": "mlm", "mlm": {"sentence_task": "nsp"}}, {"model": BERT},
@@ -46,11 +54,12 @@ RUNS = {
     # Label smoothing in training; the validation metrics, rescored below without it, must match.
     "mlm-sop": ("wordpiece", {"objective": "mlm", "mlm": {"sentence_task": "sop", "masking": "static"}},
                 {"model": BERT, "label_smoothing": 0.1}, ("mlm", "sop")),
-    "mlm-only": ("wordpiece", {"objective": "mlm", "mlm": {"sentence_task": "none"}}, {"model": BERT}, ("mlm",)),
+    "mlm-only": ("wordpiece", {"objective": "mlm", "mlm": {"sentence_task": "none"}}, {"model": BERT, **IN_LOOP},
+                 ("mlm",)),
     # ZeRO-3 (parameters sharded; the tied T5 head gathered for export), and the whole
     # validation split, whose last global batch leaves a rank fewer rows or none.
-    "span": ("unigram", {"objective": "span"}, {"model": T5_MODEL, "zero_stage": 3, "eval_batches": 100},
-             ("span",)),
+    "span": ("unigram", {"objective": "span"},
+             {"model": T5_MODEL, "zero_stage": 3, "eval_batches": 100, **IN_LOOP}, ("span",)),
 }
 STEP_KEYS = {"loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "mfu", "data_wait_s", "data_wait_share"}
 
@@ -64,7 +73,7 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
             "unigram": make_tokenizer(root, "unigram", ingest)}
 
 
-def pretrain(corpus: dict[str, Path], name: str, output_dir: Path, experiment=None) -> tuple[dict, Path]:
+def pretrain(corpus: dict[str, Path], name: str, output_dir: Path, experiment) -> tuple[dict, Path]:
     kind, dataset_options, pretrain_options, _ = RUNS[name]
     dataset_dir = corpus["root"] / f"dataset-{name}"
     if not dataset_dir.is_dir():
@@ -72,7 +81,7 @@ def pretrain(corpus: dict[str, Path], name: str, output_dir: Path, experiment=No
             build(corpus["ingest"], corpus[kind], dataset_dir, seq_len=32, **dataset_options)
     context = StageContext(
         name="pretrain", config=PretrainConfig(**{**TRAINING, **pretrain_options}),
-        experiment=experiment or SimpleNamespace(seed=0), fingerprint="objectives0123",
+        experiment=experiment, fingerprint="objectives0123",
         output_dir=output_dir, inputs={"dataset": dataset_dir, "tokenizer": corpus[kind]})
     started = time.time()
     metrics = run(context)
@@ -81,10 +90,11 @@ def pretrain(corpus: dict[str, Path], name: str, output_dir: Path, experiment=No
 
 
 @pytest.mark.parametrize("name", list(RUNS))
-def test_each_objective_trains_logs_its_metrics_and_exports(ray_session, corpus, name, tmp_path, monkeypatch):
+def test_each_objective_trains_logs_its_metrics_and_exports(ray_session, corpus, name, tmp_path, monkeypatch,
+                                                            data_dir):
     _, _, pretrain_options, parts = RUNS[name]
     model_section = pretrain_options["model"]
-    experiment = SimpleNamespace(seed=0)
+    experiment = SimpleNamespace(seed=0, resolved_data_dir=data_dir)
     if name == "mlm-nsp":  # one run is enough to check what reaches wandb
         monkeypatch.setenv("WANDB_SILENT", "true")
         wandb = SimpleNamespace(mode="offline", project="pp-tests", entity=None)
@@ -153,7 +163,38 @@ def test_each_objective_trains_logs_its_metrics_and_exports(ray_session, corpus,
                               decoder_input_ids=batch["decoder_input_ids"]).logits
     torch.testing.assert_close(theirs, ours, rtol=1e-4, atol=1e-4)
 
+    if "eval_tasks" in pretrain_options:
+        check_in_loop_tasks_and_snapshots(output_dir, evaluations, metrics, data_dir)
+
     if name == "mlm-nsp":
         expected = [b"mlm_accuracy", b"nsp_loss", b"val_nsp_accuracy", b"mfu", b"data_wait_share", b"samples_per_s"]
         content = offline_log(output_dir, expected)
         assert all(e in content for e in expected) and b"objectives0123" in content
+
+
+def check_in_loop_tasks_and_snapshots(output_dir: Path, evaluations: list[dict], metrics: dict, data_dir: Path):
+    """LAMBADA logged at every evaluation (its baseline once), snapshots of those steps
+    indexed with their tokens, and score_snapshots giving the logged numbers back."""
+    keys = ("eval/lambada_openai/acc", "eval/lambada_openai/perplexity")
+    for record in evaluations:
+        assert 0 <= record[keys[0]] <= 1 and record[keys[1]] > 1 and record["eval_tasks_seconds"] > 0
+    assert [("eval/lambada_openai/acc_baseline" in r) for r in evaluations] == [True, False]
+    assert all(metrics[key] == evaluations[-1][key] for key in keys)  # the stage's metrics: the last ones
+
+    index = json.loads((output_dir / "snapshots" / "index.json").read_text())
+    assert [(e["step"], e["path"]) for e in index] == [
+        (EVAL_EVERY, f"snapshots/step-{EVAL_EVERY:07d}"), (MAX_STEPS, f"snapshots/step-{MAX_STEPS:07d}")]
+    assert index[1]["tokens"] == 2 * index[0]["tokens"] > 0
+    final_snapshot, model_dir = output_dir / index[1]["path"], output_dir / "model"
+    assert sorted(p.name for p in final_snapshot.iterdir()) == sorted(p.name for p in model_dir.iterdir())
+    assert (final_snapshot / "model.safetensors").read_bytes() == (model_dir / "model.safetensors").read_bytes()
+
+    # The live model scored in the loop (under ZeRO-2: slices per rank; ZeRO-3: every rank
+    # everything) = each step's snapshot scored offline, on the same rows.
+    rows = score_snapshots(output_dir, [(resolve_task_spec("lambada_openai"), 0)], data_dir, seed=DEFAULT_SEED,
+                           max_examples=IN_LOOP["eval_tasks_max_examples"], batch_size=MICRO_BATCH, max_length=None)
+    logged = {(r["step"], key): r[key] for r in evaluations for key in keys}
+    scored = {(r["step"], f"eval/{r['task']}/{r['metric']}"): r["value"] for r in rows}
+    assert scored.keys() == logged.keys()
+    for key, value in logged.items():
+        assert scored[key] == pytest.approx(value, rel=1e-4), key

@@ -73,11 +73,11 @@ def test_changing_a_key_reruns_that_stage_and_downstream_only(config_file):
     stages.calls.clear()
     cfg = load_config(config_file, ["pretrain.lr=0.002"])
     reasons = {d.stage: d.reason for d in plan(cfg) if d.action == "run"}
-    assert set(reasons) == {"pretrain", "finetune", "report"}
+    assert set(reasons) == {"pretrain", "finetune", "evaluate", "report"}
     assert "pretrain.lr 0.001 -> 0.002" in reasons["pretrain"]
     assert "input 'pretrain' changed" in reasons["finetune"]
     run(config_file, stages, ["pretrain.lr=0.002"])
-    assert stages.calls == ["pretrain", "finetune", "report"]
+    assert stages.calls == ["pretrain", "finetune", "evaluate", "report"]
 
 
 def test_editing_the_deepspeed_json_a_config_names_reruns_pretrain(config_file, tmp_path):
@@ -93,7 +93,7 @@ def test_editing_the_deepspeed_json_a_config_names_reruns_pretrain(config_file, 
     assert stages.calls == []  # same file: cached
     ds_json.write_text('{"zero_optimization": {"reduce_bucket_size": 2000000}}')
     reasons = {d.stage: d.reason for d in plan(load_config(config_file, override)) if d.action == "run"}
-    assert set(reasons) == {"pretrain", "finetune", "report"}
+    assert set(reasons) == {"pretrain", "finetune", "evaluate", "report"}
     assert "input file pretrain.deepspeed_config changed" in reasons["pretrain"]
 
 
@@ -122,7 +122,7 @@ def test_force_reruns_the_stage_and_its_downstream(config_file):
     run(config_file, stages)
     stages.calls.clear()
     run(config_file, stages, force=("dataset",))
-    assert stages.calls == ["dataset", "pretrain", "finetune", "report"]
+    assert stages.calls == ["dataset", "pretrain", "finetune", "evaluate", "report"]
     # A forced resumable stage starts empty: it must not "resume" from its finished output.
     assert stages.found_partial["pretrain"] is False
     stages.calls.clear()
@@ -156,7 +156,7 @@ def test_a_failing_stage_leaves_no_manifest_and_names_itself(config_file):
     stages.fail.clear()
     stages.calls.clear()
     run(config_file, stages)
-    assert stages.calls == ["dataset", "pretrain", "finetune", "report"]
+    assert stages.calls == ["dataset", "pretrain", "finetune", "evaluate", "report"]
 
 
 def test_interrupt_keeps_partial_output_only_for_resuming_stages(config_file):

@@ -59,9 +59,12 @@ def test_generated_words_become_classes_and_anything_else_is_wrong(t5_tokenizer_
     outputs[2] = -1
     outputs[2, :2] = tokenizer.encode("dull").ids[:2]  # not a label word
     assert class_ids(spec, t5_tokenizer_path, outputs).tolist() == [0, 1, -1]
-    assert file_predictions(spec, t5_tokenizer_path, outputs).tolist() == [0, 1, 0]
+    # Never a label for an unreadable generation: -1 (written <unreadable>), scored as wrong.
+    assert file_predictions(spec, t5_tokenizer_path, outputs).tolist() == [0, 1, -1]
     assert text_to_text_scores(spec, t5_tokenizer_path, np.array([0, 1, 1]), outputs) == {
-        "accuracy": 2 / 3, "invalid_predictions": 1}
+        "accuracy": 2 / 3, "unreadable_predictions": 1}
+    # Where the gold label is 0, an unreadable generation is still wrong (it once read as 0).
+    assert text_to_text_scores(spec, t5_tokenizer_path, np.array([0, 1, 0]), outputs)["accuracy"] == 2 / 3
 
 
 def test_word_labels_are_their_own_words_and_only_classification_has_them():
@@ -91,10 +94,11 @@ def test_stsb_targets_are_scores_to_the_nearest_fifth_and_generations_are_read_a
     assert [tokenizer.decode([t for t in row if t >= 0]) for row in encoded.labels] == ["3.8", "1.0", "0.4"]
     outputs = np.where(encoded.labels < 0, -1, encoded.labels).astype(np.float32)
     outputs[2] = -1
-    outputs[2, :2] = tokenizer.encode("dull").ids[:2]  # not a number: scored as 0.0
-    assert file_predictions(spec, t5_tokenizer_path, outputs).tolist() == pytest.approx([3.8, 1.0, 0.0])
+    outputs[2, :2] = tokenizer.encode("dull").ids[:2]  # not a number: NaN in the files, scored as 0.0
+    predicted = file_predictions(spec, t5_tokenizer_path, outputs)
+    assert predicted[:2].tolist() == pytest.approx([3.8, 1.0]) and np.isnan(predicted[2])
     scores = text_to_text_scores(spec, t5_tokenizer_path, np.array([3.9, 1.2, 0.2]), outputs)
-    assert scores["invalid_predictions"] == 1 and scores["pearson"] == pytest.approx(
+    assert scores["unreadable_predictions"] == 1 and scores["pearson"] == pytest.approx(
         float(np.corrcoef([3.8, 1.0, 0.0], [3.9, 1.2, 0.2])[0, 1]), abs=1e-6)
 
 
@@ -145,7 +149,7 @@ def test_stsb_through_the_glue_task_gives_score_targets_and_float_submissions(t5
     # Perfect generations: the rounded gold scores, as floats, correlate almost perfectly.
     outputs = np.where(dev.labels < 0, -1, dev.labels).astype(np.float32)
     scores = prepared.scorers["dev"](outputs)
-    assert scores["pearson"] > 0.99 and scores["invalid_predictions"] == 0
+    assert scores["pearson"] > 0.99 and scores["unreadable_predictions"] == 0
     predictions = prepared.data["predictions"](outputs)
     assert predictions.dtype == np.float32 and predictions.tolist() == pytest.approx([float(t) for t in targets])
     test = prepared.data["splits"]["test"]

@@ -49,7 +49,7 @@ def test_editing_a_corpus_file_in_place_reruns_ingest_and_names_the_file(config_
     run(config_file, FakeStages())
     (data_dir / "corpus" / "b.txt").write_text("Cut.\n")
     stale = reasons(config_file)
-    assert set(stale) == {"ingest", "tokenizer", "dataset", "pretrain", "finetune", "report"}
+    assert set(stale) == {"ingest", "tokenizer", "dataset", "pretrain", "finetune", "evaluate", "report"}
     assert "input file corpus/b.txt changed" in stale["ingest"]
     assert "a.txt" not in stale["ingest"]
 

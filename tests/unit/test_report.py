@@ -18,7 +18,7 @@ from stages.report.markdown import render_markdown
 from stages.report.run import run
 from tests.synthetic_run import write_run
 
-UPSTREAM = ("ingest", "tokenizer", "dataset", "pretrain", "finetune")
+UPSTREAM = ("ingest", "tokenizer", "dataset", "pretrain", "finetune", "evaluate")
 
 
 def stage_context(workdir: Path, output_dir: Path) -> StageContext:
@@ -39,14 +39,14 @@ def test_stage_writes_html_md_and_metrics_with_stable_keys(tmp_path):
     out = tmp_path / "out"
     metrics = run(stage_context(workdir, out))
 
-    assert metrics["finetune/sst2/accuracy"] == 0.51 and metrics["stages_reported"] == 5
+    assert metrics["finetune/sst2/accuracy"] == 0.51 and metrics["stages_reported"] == 6
     md = (out / "report.md").read_text()
     assert "| pretrain | done |" in md and "| sst2 | accuracy |" in md
     assert "| mrpc | f1 | 0.8000 |" in md and "GLUE average over 2 task(s)" in md
     report = json.loads((out / "metrics.json").read_text())
     assert report["finetune"]["sst2/accuracy"] == 0.51
     assert {"experiment", "generated", "stages", "finetune", "pretrain_curve", "lineage", "stats",
-            "finetune_tasks", "glue_average", "problems"} <= set(report)
+            "finetune_tasks", "glue_average", "problems", "evaluation", "evaluation_snapshots"} <= set(report)
     assert report["stats"]["ingest"]["documents_out"] == 1229
     assert report["lineage"]["libraries"]["ray"] == "2.60.0"
 
@@ -63,8 +63,12 @@ def test_html_is_self_contained_with_plots_and_tables(tmp_path):
     images = re.findall(r'<img class="plot" alt="([^"]+)" src="data:image/png;base64,', html)
     assert images == ["Pretraining: training loss", "Pretraining: validation loss",
                       "Pretraining: learning rate", "Pretraining: throughput",
-                      "Fine-tuning: training loss per task"]
-    for css_class in ("stages", "finetune", "lineage", "libraries", "stats stats-ingest",
+                      "Fine-tuning: training loss per task",
+                      "Evaluation across training: scores (higher is better)",
+                      "Evaluation across training: perplexity (lower is better)",
+                      "Evaluation across training: bits per byte (lower is better)"]
+    for css_class in ("stages", "finetune", "evaluation", "evaluation-snapshots", "lineage", "libraries",
+                      "stats stats-ingest",
                       "stats stats-tokenizer", "stats stats-dataset"):
         assert f'<table class="{css_class}">' in html
     assert "3.11.7" in html and "2.60.0" in html  # library versions in the lineage
@@ -102,7 +106,7 @@ def test_reused_stages_are_listed_as_skipped(tmp_path):
     workdir = write_run(tmp_path / "run", run_started=4e9)
     report = build_report(load_run_source(workdir))
     skipped = [p["stage"] for p in report["problems"] if p["kind"] == "skipped"]
-    assert skipped == ["ingest", "tokenizer", "dataset", "pretrain", "finetune", "report"]
+    assert skipped == ["ingest", "tokenizer", "dataset", "pretrain", "finetune", "evaluate", "report"]
     assert "| ingest | skipped | reused the cached result" in render_markdown(report)
 
 
@@ -112,7 +116,9 @@ def test_failed_and_unfinished_stages_are_shown_and_escaped(tmp_path):
     report = build_report(source)
     kinds = {p["stage"]: p["kind"] for p in report["problems"]}
     assert kinds["pretrain"] == "failed" and kinds["finetune"] == "not run"
-    assert [r["state"] for r in report["stages"]] == ["done", "done", "done", "failed", "not run", "not run"]
+    assert [r["state"] for r in report["stages"]] == ["done", "done", "done", "failed", "not run", "not run",
+                                                      "not run"]
+    assert report["evaluation"] == {} and report["evaluation_snapshots"] == []
 
     html = render_html(report, source)
     assert "CUDA &lt;out&gt; of memory" in html and "<out>" not in html

@@ -72,7 +72,7 @@ def test_generated_texts_are_the_predictions_and_scored_officially(tokenizer_pat
     outputs = np.where(encoded.labels < 0, -1, encoded.labels).astype(np.float32)
     assert generated_answers(EXAMPLES, tokenizer_path, outputs) == {"q1": "Denver Broncos", "q2": "Santa Clara",
                                                                     "q3": ""}
-    assert squad_text_scores(EXAMPLES, tokenizer_path, outputs) == {"exact_match": 1.0, "f1": 1.0,
+    assert squad_text_scores(EXAMPLES, tokenizer_path, outputs, version="2.0") == {"exact_match": 1.0, "f1": 1.0,
                                                                     "empty_predictions": 1}
     # q1 answers "the Denver Broncos" (EM by normalization), q2 nothing (no-answer: wrong here),
     # q3 something (wrong: it has no answer).
@@ -80,5 +80,5 @@ def test_generated_texts_are_the_predictions_and_scored_officially(tokenizer_pat
         ids = raw_tokenizer(tokenizer).encode(text).ids  # no padding
         outputs[row] = -1
         outputs[row, :len(ids)] = ids
-    scores = squad_text_scores(EXAMPLES, tokenizer_path, outputs)
+    scores = squad_text_scores(EXAMPLES, tokenizer_path, outputs, version="2.0")
     assert scores == {"exact_match": pytest.approx(1 / 3), "f1": pytest.approx(1 / 3), "empty_predictions": 1}

@@ -3,7 +3,9 @@
 Writes into `<output_dir>/<task>/`:
     dev_predictions.txt, test_predictions.txt   conlleval input: `word gold predicted` lines
     metrics.json   entity-level f1/precision/recall on valid.txt (micro, conlleval rules),
-                   per type (PER/f1 ...), test_f1 etc. on test.txt, and run facts
+                   per type (PER/f1 ...), test_f1 etc. on test.txt, the baseline (0: tagging
+                   nothing finds no entity) and 95% interval (bootstrap over sentences) of
+                   f1 and test_f1 (`stages.finetune.score_context`), and run facts
 
 A T5 tags as text to text (`stages.finetune.text_to_text.ner`: "ner: <words>" ->
 "EU [ORG] ; German [MISC]", parsed back into tags per word); the same files, and
@@ -22,11 +24,12 @@ import numpy as np
 
 from stages.finetune.best_checkpoint import best_epoch_facts
 from stages.finetune.conll.encode import encode_sentences, word_predictions
-from stages.finetune.conll.evaluate import entity_scores, write_conlleval
+from stages.finetune.conll.evaluate import entity_counts, entity_scores, write_conlleval
 from stages.finetune.conll.reader import read_conll
 from stages.finetune.encode import load_task_tokenizer
 from stages.finetune.outputs import write_task_metrics
 from stages.finetune.prepared import PreparedTask
+from stages.finetune.score_context import as_metrics, resampled_context
 from stages.finetune.worker import OUTPUTS_NAME
 
 
@@ -42,14 +45,18 @@ def finetune_conll(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Pa
     result = train_prepared_task(spec, cfg, seed=seed, source=source, prepared=prepared, task_dir=task_dir,
                                  storage_path=storage_path, metrics_log=metrics_log, tracking=tracking)
     scores: dict[str, float] = {}
+    contexts = {}
     with np.load(task_dir / OUTPUTS_NAME) as outputs:
         for split in ("dev", "test"):
             predicted = prepared.data["word_tags"][split](outputs[split])
             write_conlleval(task_dir / f"{split}_predictions.txt", sentences[split].words,
                             sentences[split].tags, predicted)
             split_scores = prepared.scorers[split](outputs[split])
-            scores.update(split_scores if split == "dev" else {f"test_{k}": v for k, v in split_scores.items()})
-    metrics = {**scores, "train_examples": len(sentences["train"]), "dev_examples": len(sentences["dev"]),
+            prefix = "" if split == "dev" else "test_"
+            scores.update({f"{prefix}{k}": v for k, v in split_scores.items()})
+            contexts[f"{prefix}f1"] = f1_context(sentences[split].tags, predicted, spec.labels, seed=seed)
+    metrics = {**scores, **as_metrics(contexts),
+               "train_examples": len(sentences["train"]), "dev_examples": len(sentences["dev"]),
                "test_examples": len(sentences["test"]), "epochs": cfg.epochs,
                **best_epoch_facts(task_dir, cfg.keep_best),
                "steps": int(result.metrics.get("step", 0)) if result.metrics else 0,
@@ -58,6 +65,19 @@ def finetune_conll(spec, cfg, *, seed: int, source: dict[str, Any], data_dir: Pa
     print(f"[finetune] {spec.name}: dev f1={scores['f1']:.4f} test f1={scores['test_f1']:.4f} "
           f"in {metrics['seconds']:.1f}s", flush=True)
     return metrics
+
+
+def f1_context(gold: list[list[str]], predicted: list[list[str]], tags: tuple[str, ...], *, seed: int):
+    """Entity F1's baseline and 95% interval (bootstrap over sentences). The baseline is
+    the best F1 of a tagger that ignores its input and gives every word the same tag
+    (all O finds nothing: 0; all I-PER makes each sentence one entity, right where a
+    sentence is a name): near 0, but what a collapsed model really scores."""
+    from stages.finetune.intervals import micro_f1
+
+    baseline, best_tag = max((micro_f1(*entity_counts(gold, [[tag] * len(s) for s in gold])), tag)
+                             for tag in tags)
+    return resampled_context(micro_f1, entity_counts(gold, predicted), float(baseline),
+                             f"best constant tagger (every word {best_tag})", seed=seed)
 
 
 def prepare_conll(spec, cfg, *, source: dict[str, Any], data_dir: Path, seed: int) -> PreparedTask:

@@ -7,6 +7,7 @@ the task's own predictions, then scored by the same code as the other heads.
     ner.py       "ner: EU rejects German ..." -> "EU [ORG] ; German [MISC]" -> IOB2 tags
     pairs.py     (source, target) texts -> token arrays; generated ids -> texts
     model.py     TextToTextModel: teacher forcing with labels, greedy generation without
+    rank.py      finetune.t5_scoring: rank: GLUE classes by label-word log-likelihood, no generation
     families.py  target length per task family; the error for a task with no format
 
 Each module's docstring states its format and what happens to generations that do not
@@ -16,7 +17,7 @@ fit it (counted in the task's metrics, never silently).
 from stages.finetune.text_to_text.families import check_supported, max_target_len
 from stages.finetune.text_to_text.glue import (
     LABEL_WORDS, MAX_TARGET_LEN, class_ids, encode_text_to_text, file_predictions, label_words, parse_score,
-    score_text, source_texts, text_to_text_scores,
+    score_text, scored_predictions, source_texts, text_to_text_scores,
 )
 from stages.finetune.text_to_text.model import TextToTextModel
 from stages.finetune.text_to_text.pairs import IGNORE_INDEX, generated_texts
@@ -24,5 +25,5 @@ from stages.finetune.text_to_text.pairs import IGNORE_INDEX, generated_texts
 __all__ = [
     "IGNORE_INDEX", "LABEL_WORDS", "MAX_TARGET_LEN", "TextToTextModel", "check_supported", "class_ids",
     "encode_text_to_text", "file_predictions", "generated_texts", "label_words", "max_target_len",
-    "parse_score", "score_text", "source_texts", "text_to_text_scores",
+    "parse_score", "score_text", "scored_predictions", "source_texts", "text_to_text_scores",
 ]

@@ -6,15 +6,19 @@ the named columns in, a label word (classification) or a score (STS-B) out.
     "stsb sentence1: A man plays. sentence2: A man is playing."   -> "3.8"
 
 Classification: the label words are T5's where the GLUE files use 0/1; word labels
-(RTE, QNLI, MNLI) are their own words. A generation that is none of the task's words
-counts as wrong when scored (class -1, as in the T5 paper) and is written as the first
-label in prediction files (the GLUE server needs a label on every row).
+(RTE, QNLI, MNLI) are their own words. A generation that is none of the task's words is
+unreadable: class -1, scored as wrong (as in the T5 paper), written as `<unreadable>`
+next to the raw generation in dev_predictions.tsv, and as the first label only in the
+GLUE submission file (the GLUE server needs a label on every row; metrics.json counts
+them, `test_unreadable_predictions`). With finetune.t5_scoring: rank, nothing is
+generated: each label word is scored by its likelihood (`text_to_text.rank`).
 
 STS-B: the target is the gold score rounded to the nearest 0.2 and written with one
 decimal ("3.8"), as T5 does (so the model picks one of 26 strings). The generation is
-read as a float; one that is not a number is scored as 0.0 and written as 0.000 in the
-prediction files (clipped to 0-5 like any score there). Both kinds of task report
-`invalid_predictions`, the number of dev generations that were neither.
+read as a float; one that is not a number is unreadable: NaN in the predictions,
+`<unreadable>` in dev_predictions.tsv, scored as 0.0 (a correlation has no "wrong")
+and written as 0.000 in the submission file. Both kinds of task report
+`unreadable_predictions`, the number of dev generations that were neither.
 """
 
 from __future__ import annotations
@@ -87,29 +91,34 @@ def class_ids(spec, tokenizer_path: str, outputs: np.ndarray) -> np.ndarray:
     return np.asarray([words.get(text, -1) for text in generated_texts(tokenizer_path, outputs)], dtype=np.int64)
 
 
-def generated_scores(tokenizer_path: str, outputs: np.ndarray) -> tuple[np.ndarray, int]:
-    """STS-B: (scores (N,) float32, INVALID_SCORE where not a number; how many were not)."""
+def parsed_scores(tokenizer_path: str, outputs: np.ndarray) -> np.ndarray:
+    """STS-B: generated scores (N,) float32, NaN where the text is not a number."""
     parsed = [parse_score(text) for text in generated_texts(tokenizer_path, outputs)]
-    scores = np.asarray([INVALID_SCORE if p is None else p for p in parsed], dtype=np.float32)
-    return scores, sum(p is None for p in parsed)
-
-
-def text_to_text_scores(spec, tokenizer_path: str, labels: np.ndarray, outputs: np.ndarray) -> dict[str, float]:
-    """The task's GLUE metrics on the generations, and `invalid_predictions`."""
-    from stages.finetune.metrics import compute_metrics
-
-    if spec.is_regression:
-        predicted, invalid = generated_scores(tokenizer_path, outputs)
-    else:
-        predicted = class_ids(spec, tokenizer_path, outputs)
-        invalid = int((predicted < 0).sum())
-    return {**compute_metrics(spec.metrics, predicted, labels), "invalid_predictions": invalid}
+    return np.asarray([np.nan if p is None else p for p in parsed], dtype=np.float32)
 
 
 def file_predictions(spec, tokenizer_path: str, outputs: np.ndarray) -> np.ndarray:
-    """What prediction files hold: class ids (a generation that is no label word becomes
-    class 0) or STS-B scores (INVALID_SCORE where not a number)."""
+    """What the generations say: class ids, -1 where no label word; or STS-B scores, NaN
+    where not a number (`stages.finetune.outputs` writes both as <unreadable>)."""
     if spec.is_regression:
-        return generated_scores(tokenizer_path, outputs)[0]
-    predicted = class_ids(spec, tokenizer_path, outputs)
-    return np.where(predicted < 0, 0, predicted)
+        return parsed_scores(tokenizer_path, outputs)
+    return class_ids(spec, tokenizer_path, outputs)
+
+
+def scored_predictions(spec, tokenizer_path: str, outputs: np.ndarray) -> np.ndarray:
+    """What the metrics are computed on: class ids with -1 (never a gold label, so wrong),
+    or scores with INVALID_SCORE where unreadable."""
+    predicted = file_predictions(spec, tokenizer_path, outputs)
+    return np.nan_to_num(predicted, nan=INVALID_SCORE) if spec.is_regression else predicted
+
+
+def text_to_text_scores(spec, tokenizer_path: str, labels: np.ndarray, outputs: np.ndarray) -> dict[str, float]:
+    """The task's GLUE metrics on the generations, and `unreadable_predictions`."""
+    from stages.finetune.metrics import compute_metrics
+    from stages.finetune.outputs import unreadable_rows
+
+    predicted = file_predictions(spec, tokenizer_path, outputs)
+    unreadable = int(unreadable_rows(predicted).sum())
+    if spec.is_regression:
+        predicted = np.nan_to_num(predicted, nan=INVALID_SCORE)
+    return {**compute_metrics(spec.metrics, predicted, labels), "unreadable_predictions": unreadable}

@@ -1,4 +1,5 @@
-"""The T5 that fine-tunes as text to text: teacher forcing to train, greedy decoding to predict."""
+"""The T5 that fine-tunes as text to text: teacher forcing to train, greedy decoding (or
+ranking the label words, `text_to_text.rank`) to predict."""
 
 from __future__ import annotations
 
@@ -10,17 +11,25 @@ class TextToTextModel(nn.Module):
     """A T5 trained on (source, target) pairs. With labels: (logits, loss) by teacher
     forcing. Without: the greedy generation, (ids (B, max_target_len) as floats, -1
     after </s>, None), so that prediction handles it like any head's outputs (a fixed
-    width, so the ranks' shards concatenate)."""
+    width, so the ranks' shards concatenate). With `label_targets` set (C, L): instead,
+    each target's log-likelihood, (scores (B, C), None), like a classifier's logits."""
 
     def __init__(self, backbone: nn.Module, max_target_len: int):
         super().__init__()
         self.backbone = backbone  # the T5 (named like the other heads' backbones)
         self.max_target_len = max_target_len
+        # Not a buffer: a prediction setting, kept out of the saved weights.
+        self.label_targets: torch.Tensor | None = None
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         if labels is not None:
             return self.backbone(input_ids, attention_mask, labels=labels)
+        if self.label_targets is not None:
+            from stages.finetune.text_to_text.rank import label_log_likelihoods
+
+            targets = self.label_targets.to(input_ids.device)
+            return label_log_likelihoods(self.backbone, input_ids, attention_mask, targets), None
         from stages.models.generation import generate_seq2seq
 
         eos = self.backbone.config.eos_token_id

@@ -26,18 +26,22 @@ def encode_pairs(tokenizer: Tokenizer, sources: list[str], targets: list[str] | 
                  max_target_len: int) -> EncodedSplit:
     """tokenizer: from `load_task_tokenizer` (truncates and pads sources)."""
     encoded = tokenizer.encode_batch(sources)
-    labels = None
-    if targets is not None:
-        eos = tokenizer.token_to_id(EOS)
-        labels = np.full((len(targets), max_target_len), IGNORE_INDEX, dtype=np.int64)
-        for row, encoding in enumerate(raw_tokenizer(tokenizer).encode_batch(targets)):
-            ids = encoding.ids  # ends with </s> (the post-processor)
-            if len(ids) > max_target_len:
-                ids = ids[:max_target_len - 1] + [eos]
-            labels[row, :len(ids)] = ids
+    labels = None if targets is None else target_ids(tokenizer, targets, max_target_len)
     return EncodedSplit(input_ids=np.asarray([e.ids for e in encoded], dtype=np.int32),
                         attention_mask=np.asarray([e.attention_mask for e in encoded], dtype=np.int8),
                         labels=labels)
+
+
+def target_ids(tokenizer: Tokenizer, targets: list[str], max_target_len: int) -> np.ndarray:
+    """Targets (N, max_target_len): each text's ids ending with </s>, IGNORE_INDEX after."""
+    eos = tokenizer.token_to_id(EOS)
+    labels = np.full((len(targets), max_target_len), IGNORE_INDEX, dtype=np.int64)
+    for row, encoding in enumerate(raw_tokenizer(tokenizer).encode_batch(targets)):
+        ids = encoding.ids  # ends with </s> (the post-processor)
+        if len(ids) > max_target_len:
+            ids = ids[:max_target_len - 1] + [eos]
+        labels[row, :len(ids)] = ids
+    return labels
 
 
 def generated_texts(tokenizer_path: str, outputs: np.ndarray) -> list[str]:

@@ -69,22 +69,25 @@ def generated_answers(examples: list[SquadExample], tokenizer_path: str, outputs
     return {e.id: text for e, text in zip(examples, generated_texts(tokenizer_path, outputs))}
 
 
-def squad_text_scores(examples: list[SquadExample], tokenizer_path: str, outputs: np.ndarray) -> dict[str, float]:
-    """Official EM / F1 of the generations, and how many were empty (no-answer)."""
+def squad_text_scores(examples: list[SquadExample], tokenizer_path: str, outputs: np.ndarray, *,
+                      version: str) -> dict[str, float]:
+    """Official EM / F1 of the generations (by `version`'s script), and how many were
+    empty (no-answer)."""
     answers = generated_answers(examples, tokenizer_path, outputs)
     gold = {e.id: [a.text for a in e.answers] for e in examples}
-    return {**squad_scores(answers, gold), "empty_predictions": sum(not text for text in answers.values())}
+    return {**squad_scores(answers, gold, version=version),
+            "empty_predictions": sum(not text for text in answers.values())}
 
 
 def prepare_squad_text(tokenizer: Tokenizer, tokenizer_path: str, train: list[SquadExample],
-                       dev: list[SquadExample], split_note: str) -> PreparedTask:
+                       dev: list[SquadExample], split_note: str, *, version: str) -> PreparedTask:
     """tokenizer: the task tokenizer (`load_task_tokenizer`, truncating at max_seq_len).
     data: {"train", "dev", "split_note", "answers": outputs -> {question id: text},
     "answers_cut_off": {split: count}}."""
     cut_off = {"train": answers_cut_off(tokenizer, train), "dev": answers_cut_off(tokenizer, dev)}
     return PreparedTask(
         encoded={"train": encode_squad(tokenizer, train), "dev": encode_squad(tokenizer, dev)},
-        scorers={"dev": partial(squad_text_scores, dev, tokenizer_path)},
+        scorers={"dev": partial(squad_text_scores, dev, tokenizer_path, version=version)},
         predict_splits=("dev",),
         data={"train": train, "dev": dev, "split_note": split_note,
               "answers": partial(generated_answers, dev, tokenizer_path), "answers_cut_off": cut_off},
