@@ -29,7 +29,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 SECRET = "wandb-secret-value-1f2e3d"
-SMALL = ("-o", "evaluate.tasks=[]", "-o", "pretrain.max_steps=10", "-o", "pretrain.eval_every=10", "-o", "pretrain.checkpoint_every=10",
+SMALL = ("-o", "evaluate.tasks=[]", "-o", "evaluate.shots=0", "-o", "pretrain.max_steps=10", "-o", "pretrain.eval_every=10", "-o", "pretrain.checkpoint_every=10",
          "-o", "finetune.max_train_examples=64")
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]

@@ -152,7 +152,8 @@ def test_arc_templates_on_the_original_layout_equal_lm_evals_on_hugging_faces(na
 def arc_rows_for_predictions(rows: Rows, count: int) -> list[tuple[dict, str]]:
     """Every row whose choices are not ASCII (acc_bytes differs from acc_norm only there),
     then the first rows, `count` in all."""
-    non_ascii = [i for i, row in enumerate(rows.rows) if not all(c["text"].isascii() for c in row["question"]["choices"])]
+    non_ascii = [i for i, row in enumerate(rows.rows)
+                 if not all(choice["text"].isascii() for choice in row["question"]["choices"])]
     assert len(non_ascii) >= 5, "the ARC-Challenge test file should hold rows with non-ASCII choices"
     chosen = non_ascii + [i for i in range(len(rows)) if i not in non_ascii][:count - len(non_ascii)]
     return [(rows.rows[i], rows.where[i]) for i in sorted(chosen)]
