@@ -7,12 +7,11 @@ valid key. `-o section.key=value` overrides are applied before validation.
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from pipeline.interpolate import MissingVariable, interpolate
 from pipeline.yaml_lines import load_yaml_with_lines
@@ -24,6 +23,7 @@ from stages.pretrain.config import PretrainConfig
 from stages.report.config import ReportConfig
 from stages.section import Section
 from stages.tokenizer.config import TokenizerConfig
+from stages.validation_errors import dotted_key, explain_validation_error, where_in_file
 
 
 class ConfigError(ValueError):
@@ -115,13 +115,13 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         data = interpolate(raw)
     except MissingVariable as e:
         raise ConfigError(
-            f"{_where(path, lines, e.key_path)}: environment variable ${{{e.variable}}} in "
-            f"'{_dotted(e.key_path)}' is not set; export it or write ${{{e.variable}:-default}}"
+            f"{where_in_file(path, lines, e.key_path)}: environment variable ${{{e.variable}}} in "
+            f"'{dotted_key(e.key_path)}' is not set; export it or write ${{{e.variable}:-default}}"
         ) from None
     try:
         return ExperimentConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_explain(e, path, lines)) from None
+        raise ConfigError(explain_validation_error(e, path, lines, ExperimentConfig)) from None
 
 
 def _apply_override(raw: dict, override: str) -> tuple:
@@ -141,61 +141,3 @@ def _apply_override(raw: dict, override: str) -> tuple:
     return tuple(parts)
 
 
-def _explain(error: ValidationError, path: Path, lines: dict) -> str:
-    messages = []
-    for item in error.errors():
-        loc = tuple(item["loc"])
-        where = _where(path, lines, loc)
-        key = _dotted(loc)
-        if item["type"] == "extra_forbidden":
-            valid = _valid_keys_at(ExperimentConfig, loc[:-1])
-            close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.5)
-            hint = f"did you mean '{_dotted(loc[:-1] + (close[0],))}'?" if close else (
-                f"valid keys here: {', '.join(sorted(valid))}")
-            messages.append(f"{where}: unknown key '{key}'; {hint}")
-        elif item["type"] == "missing":
-            messages.append(f"{where}: required key '{key}' is missing")
-        else:
-            messages.append(f"{where}: '{key}': {item['msg']} (got {item.get('input')!r})")
-    return "\n".join(messages)
-
-
-def _valid_keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
-    """Field names of the nested model that `loc` points into."""
-    current: Any = model
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = current.model_fields.get(part) if isinstance(current, type) else None
-        if field is None:
-            return []
-        current = _model_of(field.annotation)
-    return list(current.model_fields) if isinstance(current, type) else []
-
-
-def _model_of(annotation: Any) -> Any:
-    """The BaseModel inside an annotation like `Foo`, `list[Foo]` or `Foo | None`."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_of(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _where(path: Path, lines: dict, loc: tuple) -> str:
-    for end in range(len(loc), 0, -1):
-        found = lines.get(loc[:end])
-        if isinstance(found, str):
-            return found  # came from an override flag
-        if found is not None:
-            return f"{path}:{found}"
-    return str(path)
-
-
-def _dotted(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out

@@ -11,7 +11,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from pipeline.config import ExperimentConfig, _model_of
+from pipeline.config import ExperimentConfig
+from stages.validation_errors import model_of
 
 BEGIN = "<!-- config-reference:begin -->"
 END = "<!-- config-reference:end -->"
@@ -21,7 +22,7 @@ def rows(model: type[BaseModel] = ExperimentConfig, prefix: str = "") -> list[tu
     out = []
     for name, field in model.model_fields.items():
         key = f"{prefix}{name}"
-        nested = _model_of(field.annotation)
+        nested = model_of(field.annotation)
         if nested is not None and not _is_list(field.annotation):
             out.extend(rows(nested, f"{key}."))
             continue

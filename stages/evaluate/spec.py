@@ -22,14 +22,14 @@ key for a misspelling).
 from __future__ import annotations
 
 import difflib
-import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stages.evaluate.templates import compile_template
+from stages.validation_errors import explain_validation_error, where_in_file
 from stages.yaml_lines import load_yaml_with_lines
 
 BUILTIN_DIR = Path(__file__).parent / "tasks"
@@ -187,14 +187,14 @@ def load_task_spec(path: str | Path) -> TaskSpec:
     try:
         spec = TaskSpec.model_validate(raw)
     except ValidationError as error:
-        raise SpecError(_explain(error, path, lines)) from None
+        raise SpecError(explain_validation_error(error, path, lines, TaskSpec)) from None
     for key in _TEMPLATE_KEYS:
         value = getattr(spec, key)
         if isinstance(value, str) and value:
             try:
                 compile_template(value)
             except jinja2.TemplateSyntaxError as error:
-                raise SpecError(f"{_where(path, lines, (key,))}: '{key}' is not a valid Jinja2 template: "
+                raise SpecError(f"{where_in_file(path, lines, (key,))}: '{key}' is not a valid Jinja2 template: "
                                 f"{error.message} ({value!r})") from None
     return spec
 
@@ -233,52 +233,3 @@ def check_task_list(tasks: list[str]) -> list[str]:
     return tasks
 
 
-def _explain(error: ValidationError, path: Path, lines: dict) -> str:
-    messages = []
-    for item in error.errors():
-        loc = tuple(item["loc"])
-        where, key = _where(path, lines, loc), _dotted(loc)
-        if item["type"] == "extra_forbidden":
-            valid = _valid_keys_at(loc[:-1])
-            close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.5)
-            hint = f"did you mean '{_dotted(loc[:-1] + (close[0],))}'?" if close else (
-                f"valid keys here: {', '.join(sorted(valid))}")
-            messages.append(f"{where}: unknown key '{key}'; {hint}")
-        elif item["type"] == "missing":
-            messages.append(f"{where}: required key '{key}' is missing")
-        elif not loc:  # a cross-field check of the whole spec: "[key] what is wrong"
-            text = item["msg"].removeprefix("Value error, ")
-            marked = re.match(r"\[(\w+)\] ", text)
-            if marked:
-                key, text = marked.group(1), text[marked.end():]
-                messages.append(f"{_where(path, lines, (key,))}: '{key}' {text}")
-            else:
-                messages.append(f"{where}: {text}")
-        else:
-            messages.append(f"{where}: '{key}': {item['msg'].removeprefix('Value error, ')} "
-                            f"(got {item.get('input')!r})")
-    return "\n".join(messages)
-
-
-def _valid_keys_at(loc: tuple) -> list[str]:
-    # Two levels only: the spec itself, and one DataFile under splits.<name>.
-    if not loc:
-        return list(TaskSpec.model_fields)
-    if loc[0] == "splits" and len(loc) == 2:
-        return list(DataFile.model_fields)
-    return []
-
-
-def _where(path: Path, lines: dict, loc: tuple) -> str:
-    for end in range(len(loc), 0, -1):
-        found = lines.get(loc[:end])
-        if found is not None:
-            return f"{path}:{found}"
-    return str(path)
-
-
-def _dotted(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
