@@ -77,14 +77,16 @@ class TaskReport:
     kind: str
     shots: int
     seed: int
-    num_examples: int
+    num_examples: int                   # examples scored
     num_truncated: int                  # examples whose prompt was cut from the left
     scores: dict[str, metrics.Score]
-    examples: list[dict[str, Any]] = field(default_factory=list)   # one record per evaluated row
+    examples: list[dict[str, Any]] = field(default_factory=list)   # one record per scored row
+    num_skipped: int = 0                # selected examples not scored: a choice longer than the context
 
     def metrics(self) -> dict[str, float]:
         """Flat numbers for a manifest: {"acc": 0.71, "acc_ci95_low": ..., "acc_baseline": ...}."""
-        flat: dict[str, float] = {"num_examples": self.num_examples, "num_truncated": self.num_truncated}
+        flat: dict[str, float] = {"num_examples": self.num_examples, "num_truncated": self.num_truncated,
+                                  "num_skipped": self.num_skipped}
         for name, score in self.scores.items():
             flat[name] = score.value
             if score.ci95 is not None:
@@ -96,7 +98,7 @@ class TaskReport:
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "kind": self.kind, "shots": self.shots, "seed": self.seed,
                 "num_examples": self.num_examples, "num_truncated": self.num_truncated,
-                "scores": {name: score.to_dict() for name, score in self.scores.items()}}
+                "num_skipped": self.num_skipped, "scores": {name: score.to_dict() for name, score in self.scores.items()}}
 
 
 def plan_task(spec: TaskSpec, data_dir: str | Path, *, shots: int = 0, seed: int = DEFAULT_SEED,
@@ -144,13 +146,22 @@ def score_task(plan: TaskPlan, answered: Answered) -> TaskReport:
         raise ValueError(f"no answers for {len(missing)} evaluated examples (first: {missing[:5]}); "
                          "merge every worker's answers before scoring")
     spec, rows = plan.spec, plan.eval_rows
-    pairs = [by_example[i] for i in plan.selection]
+    # An example with a choice the model cannot read whole is left out, and counted, rather
+    # than scored on a cut choice that would compete unfairly with its uncut siblings.
+    scored = [i for i in plan.selection
+              if not any(getattr(result, "too_long", False) for _, result in by_example[i])]
+    if not scored:
+        raise ValueError(
+            f"task {spec.name!r}: none of its {len(plan.selection)} evaluated examples could be scored: "
+            "each has a target longer than the model's context; evaluate it with a model of a longer "
+            "context (dataset.seq_len) or drop it from the task list")
+    pairs = [by_example[i] for i in scored]
     score = _SCORERS[spec.kind]
-    scores, examples = score(spec, rows, plan.selection, pairs, plan.seed)
+    scores, examples = score(spec, rows, scored, pairs, plan.seed)
     truncated = sum(any(getattr(result, "truncated", False) for _, result in pair) for pair in pairs)
     return TaskReport(task=spec.name, kind=spec.kind, shots=plan.shots, seed=plan.seed,
-                      num_examples=len(plan.selection), num_truncated=truncated, scores=scores,
-                      examples=examples)
+                      num_examples=len(scored), num_truncated=truncated, scores=scores,
+                      examples=examples, num_skipped=len(plan.selection) - len(scored))
 
 
 def evaluate_task(spec: TaskSpec, data_dir: str | Path, scorer: Scorer, *, shots: int = 0,

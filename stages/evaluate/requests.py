@@ -11,7 +11,8 @@ Semantics follow lm-evaluation-harness, so that numbers agree with it:
   tokenizing; the continuation's tokens are those of tok(context + continuation) after
   the first len(tok(context)) tokens. An empty context is replaced by the model's
   begin/end-of-text token. `is_greedy`: every continuation token is the argmax. A context
-  too long for the model is cut from the left (`truncated`).
+  too long for the model is cut from the left (`truncated`); a continuation that alone is
+  longer than the context is not scored (`too_long`; lm-eval scores a wrong slice there).
 - loglikelihood_rolling: log P(text) of a whole document, scored in windows of the
   model's context length that advance by `stride` tokens (stride = context length: the
   disjoint windows lm-eval uses; smaller: every token after the first window sees at
@@ -41,6 +42,14 @@ class LoglikelihoodResult:
     is_greedy: bool
     num_tokens: int    # continuation tokens scored
     truncated: bool    # the context was cut from the left to fit
+    too_long: bool = False  # the continuation alone exceeds the model's context: not scored
+
+    @classmethod
+    def unscored(cls, num_tokens: int) -> "LoglikelihoodResult":
+        """The answer for a continuation longer than the model's context. Cutting it would
+        score a different (shorter, so likelier) choice than its siblings, so it is not
+        scored at all; score_task leaves its example out and counts it (num_skipped)."""
+        return cls(float("nan"), False, num_tokens, truncated=True, too_long=True)
 
 
 @dataclass(frozen=True)

@@ -163,4 +163,8 @@ def summary_table(reports: list[TaskReport]) -> str:
         if report.num_truncated:
             lines.append(f"[evaluate] {report.task}: {report.num_truncated} of {report.num_examples} prompts "
                          "were cut from the left to fit the context")
+        if report.num_skipped:
+            lines.append(f"[evaluate] {report.task}: {report.num_skipped} of "
+                         f"{report.num_examples + report.num_skipped} examples not scored: a choice is "
+                         "longer than the model's context (the scores are over the rest)")
     return "\n".join(lines)

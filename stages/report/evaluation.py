@@ -4,7 +4,7 @@ its baseline and 95% interval, with a verdict that knows which way is better.
 Reads `<evaluate dir>/results.json` (stages/evaluate/run.py):
 
     {"piqa": {"task": "piqa", "kind": "multiple_choice", "shots": 0, "seed": 1234,
-              "num_examples": 200, "num_truncated": 0,
+              "num_examples": 200, "num_truncated": 0, "num_skipped": 0,
               "scores": {"acc": {"value": 0.53, "ci95": [0.46, 0.60], "baseline": 0.5,
                                  "baseline_kind": "chance: mean of 1/n choices",
                                  "higher_is_better": true}}}}
@@ -37,7 +37,7 @@ from stages.report.sources import StageRecord
 
 RESULTS_FILE = "results.json"
 SNAPSHOTS_FILE = "snapshots.json"
-COUNT_KEYS = ("num_examples", "num_truncated")
+COUNT_KEYS = ("num_examples", "num_truncated", "num_skipped")
 # The scores `pretrain status` and the stages table show (the others stay in the section).
 KEY_METRICS = ("acc", "acc_norm", "perplexity", "word_perplexity", "bits_per_byte", "exact_match", "f1")
 SNAPSHOT_AXES = ("scores", "perplexity", "bits per byte")  # one plot each, in this order
@@ -94,7 +94,7 @@ def _task_entry(task: str, entry: dict) -> dict[str, Any]:
                           "verdict": judge(baseline, ci95, higher)}
     return {"task": task, "kind": entry.get("kind"), "shots": entry.get("shots"),
             "num_examples": entry.get("num_examples"), "num_truncated": entry.get("num_truncated") or 0,
-            "scores": scores}
+            "num_skipped": entry.get("num_skipped") or 0, "scores": scores}
 
 
 def scores_from_metrics(metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -105,7 +105,7 @@ def scores_from_metrics(metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
             continue
         task, metric = key.split("/", 1)
         entry = tasks.setdefault(task, {"task": task, "kind": None, "shots": None, "num_examples": None,
-                                        "num_truncated": 0, "scores": {}})
+                                        "num_truncated": 0, "num_skipped": 0, "scores": {}})
         if metric in COUNT_KEYS:
             entry[metric] = int(value)
             continue

@@ -29,6 +29,8 @@ def score_cells(entry: dict[str, Any], score: dict[str, Any]) -> tuple[str, str,
     examples = "-" if entry.get("num_examples") is None else str(entry["num_examples"])
     if entry.get("num_truncated"):
         examples += f" ({entry['num_truncated']} truncated)"
+    if entry.get("num_skipped"):
+        examples += f" ({entry['num_skipped']} not scored: longer than the context)"
     return shots, format_number(score["value"]), interval, baseline, examples
 
 

@@ -39,9 +39,9 @@ CONTEXT = 128
 TOLERANCE = 1e-4           # per request, as in test_evaluate_lm_eval_parity.py
 LAMBADA_ROWS = (0, 40)
 GREEDY_PASSAGES = (0, 80)  # about 2 in 5 of the model's continuations start with a word
-# PIQA rows 29 and 62 have a solution longer than the 128-token context: our scorer refuses
-# such a continuation with an error (HFLM's logits slice is shorter than it), so the rows
-# lie between them.
+# PIQA rows 29 and 62 have a solution longer than the 128-token context: our scorer leaves
+# such an example out and counts it (HFLM scores a logits slice shorter than the solution),
+# so the compared rows lie between them.
 PIQA_ROWS = (30, 62)
 WIKITEXT_ROWS = (27, 30)   # three articles: 6,871, 113 and 1,350 characters (one and several windows)
 

@@ -35,7 +35,7 @@ from stages.evaluate.requests import (
     RollingResult,
 )
 from stages.evaluate.scorers.batching import length_batches, pad_right
-from stages.evaluate.scorers.encoding import check_continuation, encode_pairs, encode_texts
+from stages.evaluate.scorers.encoding import encode_pairs, encode_texts, score_fitting
 from stages.evaluate.scorers.token_scores import sum_by_request
 from stages.evaluate.scorers.windows import check_stride, score_chunks
 from stages.models.bert import BertForPreTraining
@@ -60,9 +60,12 @@ class BertScorer:
 
     def loglikelihood(self, requests: list[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         pairs = encode_pairs(self.tokenizer, [(r.context, r.continuation) for r in requests], prefix_id=None)
+        return score_fitting(requests, pairs, self.window, self._loglikelihood)
+
+    def _loglikelihood(self, requests: list[LoglikelihoodRequest], pairs: list[tuple[list[int], list[int]]]
+                       ) -> list[LoglikelihoodResult]:
         sequences, masked = [], []
-        for request, (context, continuation) in zip(requests, pairs, strict=True):
-            check_continuation(request, continuation, self.window, self.family)
+        for context, continuation in pairs:
             kept = context[max(0, len(context) - (self.window - len(continuation))):]
             sequences.append([self.cls_id, *kept, *continuation, self.sep_id])
             masked.append(range(1 + len(kept), 1 + len(kept) + len(continuation)))

@@ -16,11 +16,14 @@ pass prefix_id=None: their input has its own start ([CLS], the sentinel).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tokenizers import Tokenizer
 
-from stages.evaluate.requests import LoglikelihoodRequest
+from stages.evaluate.requests import LoglikelihoodRequest, LoglikelihoodResult
+
+# A scorer's log-likelihood of (request, (context ids, continuation ids)) pairs.
+ScorePairs = Callable[[list[LoglikelihoodRequest], list[tuple[list[int], list[int]]]], list[LoglikelihoodResult]]
 
 
 def split_trailing_whitespace(context: str, continuation: str) -> tuple[str, str]:
@@ -55,15 +58,26 @@ def encode_pairs(tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]],
     return encoded
 
 
-def check_continuation(request: LoglikelihoodRequest, continuation: Sequence[int], max_tokens: int,
-                       family: str) -> None:
-    if not continuation:
-        raise ValueError(f"example {request.example} choice {request.choice}: the continuation "
-                         f"{request.continuation!r} has no tokens to score; check the task's targets")
-    if len(continuation) > max_tokens:
-        raise ValueError(f"example {request.example} choice {request.choice}: the continuation has "
-                         f"{len(continuation)} tokens, more than this {family} model scores at once "
-                         f"({max_tokens}); shorten the task's targets")
+def score_fitting(requests: list[LoglikelihoodRequest], pairs: list[tuple[list[int], list[int]]],
+                  max_tokens: int, score: ScorePairs) -> list[LoglikelihoodResult]:
+    """`score(requests, pairs)` for the requests whose continuation fits in `max_tokens`;
+    the others get `LoglikelihoodResult.unscored` (their example is left out of the task's
+    score and counted). An empty continuation is a task error and raises."""
+    fitting = []
+    for index, (request, (_, continuation)) in enumerate(zip(requests, pairs, strict=True)):
+        if not continuation:
+            raise ValueError(f"example {request.example} choice {request.choice}: the continuation "
+                             f"{request.continuation!r} has no tokens to score; check the task's targets")
+        if len(continuation) <= max_tokens:
+            fitting.append(index)
+    if len(fitting) == len(requests):
+        return score(requests, pairs)
+    results = [LoglikelihoodResult.unscored(len(continuation)) for _, continuation in pairs]
+    if fitting:
+        scored = score([requests[i] for i in fitting], [pairs[i] for i in fitting])
+        for index, result in zip(fitting, scored, strict=True):
+            results[index] = result
+    return results
 
 
 def cut_at_stops(text: str, until: Sequence[str]) -> str:

@@ -32,7 +32,7 @@ from stages.evaluate.requests import (
     RollingResult,
 )
 from stages.evaluate.scorers.batching import length_batches, pad_right
-from stages.evaluate.scorers.encoding import check_continuation, cut_at_stops, encode_pairs, encode_texts
+from stages.evaluate.scorers.encoding import cut_at_stops, encode_pairs, encode_texts, score_fitting
 from stages.evaluate.scorers.shared_prefix import SharedPrefixRow, causal_row, shared_prefix_mask, shared_prefix_row
 from stages.evaluate.scorers.token_scores import sum_by_request
 from stages.evaluate.scorers.windows import check_stride, score_chunks
@@ -56,11 +56,14 @@ class GPTScorer:
 
     def loglikelihood(self, requests: list[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         pairs = encode_pairs(self.tokenizer, [(r.context, r.continuation) for r in requests], self.eot_id)
+        return score_fitting(requests, pairs, self.max_length, self._loglikelihood)
+
+    def _loglikelihood(self, requests: list[LoglikelihoodRequest], pairs: list[tuple[list[int], list[int]]]
+                       ) -> list[LoglikelihoodResult]:
         rows = RowSet()
         items: list[Item] = [None] * len(requests)  # type: ignore[list-item]
         by_context: dict[tuple[int, ...], list[int]] = {}
-        for index, (request, (context, continuation)) in enumerate(zip(requests, pairs, strict=True)):
-            check_continuation(request, continuation, self.max_length, self.family)
+        for index, (context, continuation) in enumerate(pairs):
             if len(context) + len(continuation) > self.max_length + 1:  # cut from the left: a row of its own
                 items[index] = rows.causal_item((context + continuation)[-(self.max_length + 1):-1], continuation)
             else:

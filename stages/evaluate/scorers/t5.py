@@ -43,7 +43,7 @@ from stages.evaluate.requests import (
     RollingResult,
 )
 from stages.evaluate.scorers.batching import length_batches, pad_right
-from stages.evaluate.scorers.encoding import check_continuation, cut_at_stops, encode_pairs, encode_texts
+from stages.evaluate.scorers.encoding import cut_at_stops, encode_pairs, encode_texts, score_fitting
 from stages.evaluate.scorers.token_scores import sum_by_request
 from stages.evaluate.scorers.windows import check_stride, score_chunks
 from stages.models.generation import generate_seq2seq
@@ -69,8 +69,10 @@ class T5Scorer:
 
     def loglikelihood(self, requests: list[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         pairs = encode_pairs(self.tokenizer, [(r.context, r.continuation) for r in requests], prefix_id=None)
-        for request, (_, continuation) in zip(requests, pairs, strict=True):
-            check_continuation(request, continuation, self.max_length, self.family)
+        return score_fitting(requests, pairs, self.max_length, self._loglikelihood)
+
+    def _loglikelihood(self, requests: list[LoglikelihoodRequest], pairs: list[tuple[list[int], list[int]]]
+                       ) -> list[LoglikelihoodResult]:
         logprobs, greedy = self._score_spans([(self._encoder_input(context), continuation)
                                               for context, continuation in pairs])
         return [LoglikelihoodResult(logprob, is_greedy, len(continuation), len(context) > self.context_room)
