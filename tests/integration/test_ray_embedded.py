@@ -67,9 +67,11 @@ def env_for(ray_tmpdir: Path) -> dict[str, str]:
     return env
 
 
-def pretrain(args: tuple[str, ...], ray_tmpdir: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+def pretrain(args: tuple[str, ...], ray_tmpdir: Path, timeout: float = 240,
+             **extra_env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO_ROOT,
-                          env=env_for(ray_tmpdir), capture_output=True, text=True, timeout=timeout)
+                          env={**env_for(ray_tmpdir), **extra_env}, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 @pytest.fixture
@@ -114,7 +116,9 @@ def _end_process_tree(head: subprocess.Popen) -> None:
     except psutil.NoSuchProcess:
         return
     head.terminate()  # `ray start --block` stops what it started on SIGTERM
-    _, alive = psutil.wait_procs(processes, timeout=20)
+    # A short grace: whatever ignores SIGTERM is killed next, and waiting longer only
+    # adds to the suite (it was 20 s, spent whole by a process that never exits on its own).
+    _, alive = psutil.wait_procs(processes, timeout=5)
     for process in alive:
         try:
             process.kill()
@@ -143,9 +147,12 @@ def test_a_dead_heads_address_file_neither_hangs_an_unset_address_nor_fools_auto
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "started local Ray" in result.stdout and "[ingest] done" in result.stdout
 
-    # A fresh workdir: ingest must run again, so Ray is needed.
+    # A fresh workdir: ingest must run again, so Ray is needed. Inside the suite `auto`
+    # finds the suite's own Ray (below), and ray.init asks that GCS for its cluster id
+    # once a second, 20 times, per start attempt (~45 s in all): Ray's
+    # RAY_gcs_server_port_wait_time_s makes that 2 tries.
     joined = pretrain((*tiny_run, "-o", "ray.address=auto", "-o", f"workdir={ray_tmpdir / 'auto'}"),
-                      ray_tmpdir, timeout=60)
+                      ray_tmpdir, timeout=60, RAY_gcs_server_port_wait_time_s="2")
     assert joined.returncode == 1, joined.stdout[-3000:] + joined.stderr[-3000:]
     error, hint = joined.stderr.strip().splitlines()[-2:]
     # Which address `auto` resolves to depends on what else runs here (inside the test

@@ -96,7 +96,9 @@ def _end_process_tree(head: subprocess.Popen) -> None:
     except psutil.NoSuchProcess:
         return
     head.terminate()  # `ray start --block` stops what it started on SIGTERM
-    _, alive = psutil.wait_procs(processes, timeout=20)
+    # A short grace: whatever ignores SIGTERM is killed next, and waiting longer only
+    # adds to the suite (it was 20 s, spent whole by a process that never exits on its own).
+    _, alive = psutil.wait_procs(processes, timeout=5)
     for process in alive:  # e.g. a job driver or an agent that outlived its parent
         try:
             process.kill()
