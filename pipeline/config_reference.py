@@ -21,7 +21,7 @@ END = "<!-- config-reference:end -->"
 def rows(model: type[BaseModel] = ExperimentConfig, prefix: str = "") -> list[tuple[str, str, str]]:
     out = []
     for name, field in model.model_fields.items():
-        key = f"{prefix}{name}"
+        key = f"{prefix}{field.alias or name}"  # tokenizer.from is the field from_
         nested = model_of(field.annotation)
         if nested is not None and not _is_list(field.annotation):
             out.extend(rows(nested, f"{key}."))

@@ -63,7 +63,8 @@ STAGES: tuple[StageSpec, ...] = (
               input_files="stages.ingest.inputs:input_files", reads_data_dir=True,
               summary_metrics=("documents_out", "bytes_out", "dropped_duplicate")),
     StageSpec(name="tokenizer", entry="stages.tokenizer.run:run", inputs=("ingest",), code_version="2",
-              experiment_keys=("seed",), summary_metrics=("vocab_size", "fertility")),
+              experiment_keys=("seed",), input_files="stages.tokenizer.inputs:input_files",
+              summary_metrics=("vocab_size", "fertility")),
     # dataset v2: mlm and span objectives, per-split stats in index.json.
     # dataset v3: mlm pairs and masks drawn by the array code (other bytes, same rules).
     StageSpec(name="dataset", entry="stages.dataset.run:run", inputs=("ingest", "tokenizer"),

@@ -1,5 +1,6 @@
 """Dataset stage: documents + tokenizer -> packed rows of token ids (Arrow shards).
 
 run.py orchestrates; config.py is the YAML section; packing.py turns one ingest shard into
-rows; rows.py writes them. The on-disk format lives in `stages.data.packed`.
+rows; rows.py writes them; mixture.py assigns documents to the parts of dataset.mixture.
+The on-disk format lives in `stages.data.packed`.
 """

@@ -7,7 +7,7 @@ One small section per objective (`mlm`, `span`); the stage reads only the one it
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from stages.section import Section
 
@@ -64,6 +64,22 @@ class SpanConfig(Section):
         3.0, ge=1, description="average length of a corrupted span (T5: 3)")
 
 
+class MixturePart(Section):
+    """One source of a data mixture: the ingested documents it takes and its weight."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64, description="names the part: "
+        "its folder in the dataset output and its metrics (loss/<name>, val_loss/<name>)")
+    source: str = Field(
+        min_length=1, description="which ingested documents belong to this part, matched "
+        "against the file each came from (as ingest.sources[].path names it, relative to "
+        "data_dir): that file, a folder holding it, or a glob (* ? [] within a folder, ** "
+        "across folders); a document goes to the first part that matches it")
+    weight: float = Field(
+        gt=0, allow_inf_nan=False, description="share of the training batches drawn from this "
+        "part, relative to the other parts' weights (normalized: 7 and 3 mean 70% and 30%)")
+
+
 class DatasetConfig(Section):
     """Tokenize the ingested documents and pack them into examples for one objective."""
 
@@ -83,6 +99,32 @@ class DatasetConfig(Section):
         "to whole rows, spread evenly over the ingest shards); unset = the whole corpus")
     mlm: MlmConfig = Field(default_factory=MlmConfig)
     span: SpanConfig = Field(default_factory=SpanConfig)
+    mixture: list[MixturePart] = Field(
+        default_factory=list, description="several sources, each with a weight: one dataset per "
+        "part (its own train and validation splits; max_tokens applies to each), mixed by "
+        "weight when pretraining, one source per global batch (README: Data mixing); empty: "
+        "one dataset of every ingested document")
+
+    @model_validator(mode="after")
+    def _mixture_names_unique(self) -> "DatasetConfig":
+        names = [part.name for part in self.mixture]
+        if len(set(names)) != len(names):
+            repeated = sorted({name for name in names if names.count(name) > 1})
+            raise ValueError(f"mixture names {repeated} appear more than once; give each part "
+                             f"its own name (it names its folder and its metrics)")
+        if set(names) & {"train", "validation"}:
+            raise ValueError("a mixture part cannot be named 'train' or 'validation' (the "
+                             "names of the splits); rename it")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _leave_out_empty_mixture(self, handler):
+        # The dump is the fingerprint's input: a dataset without a mixture keeps the
+        # fingerprint (and cached output) it had before the key existed.
+        dumped = handler(self)
+        if not self.mixture:
+            dumped.pop("mixture", None)
+        return dumped
 
     @model_validator(mode="after")
     def _max_tokens_fills_a_row(self) -> "DatasetConfig":

@@ -48,6 +48,9 @@ class PackJob:
     validation_fraction: float
     seed: int
     max_train_rows: int | None
+    # dataset.mixture: the ingest `source` values (files) of this part's documents; the
+    # shard's other documents belong to other parts. None: every document.
+    sources: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,8 @@ def pack_shard(job: PackJob) -> PackedShard:
     columns = ["id", "text"]
     if job.spec.needs_sentences and "sentences" in source.schema_arrow.names:
         columns = ["id", "sentences"]
+    if job.sources is not None:
+        columns.append("source")
     tokens_encoded = 0
     for encoded in _encoded_batches(source, columns, job, tokenizer):
         for split, documents in encoded.items():
@@ -116,8 +121,11 @@ def _encoded_batches(source: pq.ParquetFile, columns: list[str], job: PackJob,
             return None
         # plain lists: Arrow's filter kernels would import pandas (a quarter second)
         texts = batch.column(columns[1]).to_pylist()
+        sources = batch.column("source").to_pylist() if job.sources is not None else None
         by_split: dict[str, list] = {split: [] for split in SPLITS}
-        for doc_id, text in zip(batch.column("id").to_pylist(), texts, strict=True):
+        for i, (doc_id, text) in enumerate(zip(batch.column("id").to_pylist(), texts, strict=True)):
+            if sources is not None and sources[i] not in job.sources:
+                continue
             validation = is_validation(doc_id, job.seed, job.validation_fraction)
             by_split["validation" if validation else "train"].append(text)
         return {split: _encode(tokenizer, split_texts, columns[1], job.spec.needs_sentences)

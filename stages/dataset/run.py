@@ -17,6 +17,11 @@ Objectives mlm (BERT pairs, static or dynamic masking) and span (T5 span corrupt
 built by the same code with other writers (objectives.py); their index.json also holds
 the special token ids, the settings the loader needs, and per-split stats.
 
+dataset.mixture (several sources, each with a weight): one such dataset per part, in
+`output_dir/<name>/`, and a top-level index.json over all of them that names the parts
+and their weights (stages/dataset/mixture.py); pretraining mixes them by weight
+(stages/data/mixing.py).
+
 Resuming: a shard whose files exist was finished by an earlier attempt and is kept; only
 the missing shards are built, then index.json is written (last).
 
@@ -34,12 +39,14 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
-
 
 from stages.data.packed import SPLITS, shard_path, token_dtype, write_index
 from stages.data.parallel import map_tasks
 from stages.dataset.config import DatasetConfig
+from stages.dataset.mixture import mixture_index, plan_mixture
 from stages.dataset.objectives import ObjectiveSpec, TokenIds, span_lengths
 from stages.dataset.packing import PackJob, pack_shard, remove_partial_files
 from stages.dataset.stats import split_stats
@@ -59,41 +66,48 @@ def run(ctx: StageContext) -> dict:
         raise FileNotFoundError(
             f"no document shards in {ctx.inputs['ingest']}/documents; re-run the ingest stage")
     ids = resolve_token_ids(ctx.inputs["tokenizer"], config.objective)
-    vocab_size, eos_id, pad_id = ids.vocab_size, ids.eos, ids.pad
-    dtype = token_dtype(vocab_size)
+    dtype = token_dtype(ids.vocab_size)
     spec = ObjectiveSpec(config.objective, config, dtype, ids)
 
-    for split in SPLITS:
-        (ctx.output_dir / split).mkdir(parents=True, exist_ok=True)
-    remove_partial_files(ctx.output_dir)
-    row_budgets = _train_row_budgets(config, len(ingest_shards))
-    jobs = [PackJob(shard, i, tokenizer_file, ctx.output_dir, spec,
-                    config.validation_fraction, ctx.experiment.seed, row_budgets[i])
-            for i, shard in enumerate(ingest_shards)]
+    unmatched: list[str] = []
+    if config.mixture:
+        plans, unmatched = plan_mixture(config.mixture, ingest_shards)
+        targets = [_Target(ctx.output_dir / plan.name, plan.shards, plan.sources, plan.name)
+                   for plan in plans]
+        if unmatched:
+            print(f"[dataset] warning: no dataset.mixture part matches {len(unmatched)} "
+                  f"ingested file(s), left out: {', '.join(unmatched[:5])}"
+                  f"{' ...' if len(unmatched) > 5 else ''}", flush=True)
+    else:
+        targets = [_Target(ctx.output_dir, tuple(enumerate(ingest_shards)))]
+
+    jobs: list[PackJob] = []
+    for target in targets:
+        for split in SPLITS:
+            (target.output_dir / split).mkdir(parents=True, exist_ok=True)
+        remove_partial_files(target.output_dir)
+        row_budgets = _train_row_budgets(config, len(target.shards))
+        jobs += [PackJob(shard, i, tokenizer_file, target.output_dir, spec,
+                         config.validation_fraction, ctx.experiment.seed, row_budgets[k],
+                         target.sources)
+                 for k, (i, shard) in enumerate(target.shards)]
 
     start = time.perf_counter()
     packed = map_tasks(pack_shard, jobs, desc="dataset: tokenize and pack")
     seconds = time.perf_counter() - start
 
-    splits, stats = {}, {}
-    for split in SPLITS:
-        rows = [getattr(p, f"{split}_rows") for p in packed]
-        shards = [{"path": shard_path(split, i), "rows": n, "tokens": n * config.seq_len}
-                  for i, n in enumerate(rows)]
-        splits[split] = {"shards": shards, "rows": sum(rows), "tokens": sum(rows) * config.seq_len}
-        stats[split] = split_stats(ctx.output_dir, shards, config.objective, config.seq_len,
-                                   pad_id, ids.sentinels)
-    if splits["train"]["rows"] == 0:
-        raise ValueError(
-            f"the train split is empty: the corpus has fewer than seq_len={config.seq_len} "
-            f"tokens per ingest shard; lower dataset.seq_len or ingest more text")
-    index = {
-        "objective": config.objective, "seq_len": config.seq_len, "vocab_size": vocab_size,
-        "dtype": dtype, "eos_id": eos_id, "pad_id": pad_id, "splits": splits,
-    }
-    if config.objective != "clm":  # clm's index stays as it was (byte-identical outputs)
-        index.update(_objective_index(config, ids), stats=stats)
-    write_index(ctx.output_dir, index)
+    indexes, stats, done = [], [], 0
+    for target in targets:
+        results = packed[done:done + len(target.shards)]
+        done += len(target.shards)
+        index, target_stats = _target_index(target, results, config, ids, dtype)
+        write_index(target.output_dir, index)
+        indexes.append(index)
+        stats.append(target_stats)
+    if config.mixture:
+        index = mixture_index(plans, indexes)
+        write_index(ctx.output_dir, index)
+    splits = index["splits"]
 
     tokens_encoded = sum(p.tokens_encoded for p in packed)
     metrics = {
@@ -105,10 +119,59 @@ def run(ctx: StageContext) -> dict:
         "resumed_shards": sum(p.resumed for p in packed),
         "dtype": dtype,
     }
-    for split in SPLITS:
-        metrics.update({f"{split}_{key}": value for key, value in stats[split].items()})
+    if config.mixture:
+        metrics["unmatched_files"] = len(unmatched)
+        metrics["mixture"] = {
+            target.name: {"weight": plan.weight, **_split_metrics(part_index["splits"]),
+                          **_stats_metrics(part_stats)}
+            for target, plan, part_index, part_stats in zip(targets, plans, indexes, stats, strict=True)}
+    else:
+        metrics.update(_stats_metrics(stats[0]))
     ctx.metrics_log.log({"stage": "dataset", **metrics})
     return metrics
+
+
+@dataclass(frozen=True)
+class _Target:
+    """One dataset to build: the whole corpus, or one part of dataset.mixture."""
+    output_dir: Path
+    shards: tuple[tuple[int, Path], ...]  # (ingest shard index, path)
+    sources: frozenset[str] | None = None
+    name: str | None = None
+
+
+def _target_index(target: _Target, packed: list, config: DatasetConfig, ids: TokenIds,
+                  dtype: str) -> tuple[dict, dict]:
+    """The index.json of one built dataset (and its per-split stats)."""
+    splits, stats = {}, {}
+    for split in SPLITS:
+        shards = [{"path": shard_path(split, i), "rows": getattr(p, f"{split}_rows"),
+                   "tokens": getattr(p, f"{split}_rows") * config.seq_len}
+                  for (i, _), p in zip(target.shards, packed, strict=True)]
+        rows = sum(shard["rows"] for shard in shards)
+        splits[split] = {"shards": shards, "rows": rows, "tokens": rows * config.seq_len}
+        stats[split] = split_stats(target.output_dir, shards, config.objective, config.seq_len,
+                                   ids.pad, ids.sentinels)
+    if splits["train"]["rows"] == 0:
+        part = f" of dataset.mixture part {target.name!r}" if target.name else ""
+        raise ValueError(
+            f"the train split{part} is empty: the corpus has fewer than seq_len={config.seq_len} "
+            f"tokens per ingest shard; lower dataset.seq_len or ingest more text")
+    index = {
+        "objective": config.objective, "seq_len": config.seq_len, "vocab_size": ids.vocab_size,
+        "dtype": dtype, "eos_id": ids.eos, "pad_id": ids.pad, "splits": splits,
+    }
+    if config.objective != "clm":  # clm's index stays as it was (byte-identical outputs)
+        index.update(_objective_index(config, ids), stats=stats)
+    return index, stats
+
+
+def _split_metrics(splits: dict) -> dict:
+    return {f"{split}_{key}": splits[split][key] for split in SPLITS for key in ("rows", "tokens")}
+
+
+def _stats_metrics(stats: dict) -> dict:
+    return {f"{split}_{key}": value for split in SPLITS for key, value in stats[split].items()}
 
 
 def _objective_index(config: DatasetConfig, ids: TokenIds) -> dict:

@@ -1,7 +1,8 @@
 """Multi-head attention through `scaled_dot_product_attention`, with an optional KV cache
 for incremental decoding.
 
-    SelfAttention   fused q/k/v projection (GPT-2, BERT, T5 self-attention)
+    SelfAttention   fused q/k/v projection (GPT-2, BERT, T5 self-attention); grouped-query
+                    attention and rotary positions for the llama GPT
     CrossAttention  queries from the decoder, keys/values from the encoder (T5)
     KVCache         keys and values of past positions, one per attention layer
 
@@ -17,9 +18,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from stages.models.positions import apply_rotary
+
 
 class KVCache:
-    """Keys and values seen so far by one attention layer, (B, nh, S, hs) each.
+    """Keys and values seen so far by one attention layer, (B, nh, S, hs) each (nh: the
+    key/value heads, fewer than the query heads under grouped-query attention).
 
     Self-attention appends each step's keys/values; cross-attention stores the
     encoder's once (`static=True`) and reuses them at every decoding step.
@@ -83,33 +87,46 @@ class SelfAttention(nn.Module):
 
     head_size defaults to hidden_size // num_heads; T5 sets it (d_kv) independently.
     scale defaults to 1/sqrt(head_size); T5 uses 1 (folded into its init).
+    num_kv_heads < num_heads is grouped-query attention (Ainslie et al. 2023): each
+    key/value head serves num_heads / num_kv_heads consecutive query heads, as in Hugging
+    Face's Llama; the KV cache then holds only the key/value heads.
     """
 
     def __init__(self, hidden_size: int, num_heads: int, *, head_size: int | None = None,
-                 bias: bool = True, dropout: float = 0.0, scale: float | None = None):
+                 num_kv_heads: int | None = None, bias: bool = True, dropout: float = 0.0,
+                 scale: float | None = None):
         super().__init__()
         self.num_heads = num_heads
-        self.inner_size = num_heads * (head_size or hidden_size // num_heads)
+        self.num_kv_heads = num_kv_heads or num_heads
+        assert num_heads % self.num_kv_heads == 0, "query heads come in whole groups per key/value head"
+        head_size = head_size or hidden_size // num_heads
+        self.inner_size = num_heads * head_size
+        self.kv_size = self.num_kv_heads * head_size
         self.dropout = dropout
         self.scale = scale
-        self.qkv_proj = nn.Linear(hidden_size, 3 * self.inner_size, bias=bias)
+        self.qkv_proj = nn.Linear(hidden_size, self.inner_size + 2 * self.kv_size, bias=bias)
         self.out_proj = nn.Linear(self.inner_size, hidden_size, bias=bias)
         self.out_proj.is_residual_projection = True  # scaled init in GPT
         self.resid_dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, *,
-                is_causal: bool = False, kv_cache: KVCache | None = None) -> torch.Tensor:
+                is_causal: bool = False, kv_cache: KVCache | None = None,
+                rotary: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """x (B, T, C) -> (B, T, C). attn_mask broadcasts to (B, nh, T, S), where S = T
-        plus the cached length; is_causal (with or without a cache) hides later keys."""
+        plus the cached length; is_causal (with or without a cache) hides later keys.
+        rotary: (cos, sin) of the T new positions (RotaryEmbedding.angles), applied to
+        queries and keys before the keys are cached."""
         B, T, C = x.shape
-        q, k, v = self.qkv_proj(x).split(self.inner_size, dim=2)  # 3 x (B, T, nh*hs)
+        q, k, v = self.qkv_proj(x).split([self.inner_size, self.kv_size, self.kv_size], dim=2)
         q = split_heads(q, self.num_heads)  # (B, nh, T, hs)
-        k = split_heads(k, self.num_heads)  # (B, nh, T, hs)
-        v = split_heads(v, self.num_heads)  # (B, nh, T, hs)
+        k = split_heads(k, self.num_kv_heads)  # (B, nkv, T, hs)
+        v = split_heads(v, self.num_kv_heads)  # (B, nkv, T, hs)
+        if rotary is not None:
+            q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
         past = 0
         if kv_cache is not None:
             past = kv_cache.length
-            k, v = kv_cache.append(k, v)  # (B, nh, S, hs)
+            k, v = kv_cache.append(k, v)  # (B, nkv, S, hs)
         if is_causal and (attn_mask is not None or past > 0):
             # SDPA's is_causal aligns the mask top-left; with a cache the queries are the
             # newest positions, so build it (a single new query sees everything).
@@ -117,9 +134,11 @@ class SelfAttention(nn.Module):
                 causal = causal_mask(T, k.size(2), x.device)  # (T, S)
                 attn_mask = causal if attn_mask is None else _and_mask(attn_mask, causal)
             is_causal = False
+        # SDPA repeats each key/value head for its query group itself (no copies made).
+        grouped = {"enable_gqa": True} if self.num_kv_heads != self.num_heads else {}
         y = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-            dropout_p=self.dropout if self.training else 0.0, scale=self.scale,
+            dropout_p=self.dropout if self.training else 0.0, scale=self.scale, **grouped,
         )  # (B, nh, T, hs)
         return self.resid_dropout(self.out_proj(merge_heads(y)))  # (B, T, C)
 

@@ -59,6 +59,11 @@ def build_model(model_cfg: Any, vocab_size: int, max_seq_len: int | None = None,
     return MODEL_FAMILIES[family][1](config)
 
 
+def padded_vocab_size(vocab_size: int, multiple: int) -> int:
+    """`vocab_size` rounded up to a multiple of `multiple` (pretrain.model.pad_vocab_to_multiple_of)."""
+    return -(-vocab_size // multiple) * multiple
+
+
 def save_pretrained(model: nn.Module, directory: str | Path) -> Path:
     """Write `model.safetensors` and `model_config.json` into `directory` (created)."""
     directory = Path(directory)

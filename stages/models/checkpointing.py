@@ -1,8 +1,9 @@
 """Activation checkpointing, applied from outside the model (as torchtitan does): the
 trainer calls it, model files stay free of it.
 
-    apply_activation_checkpointing(model)   # every transformer block recomputes its
-                                            # activations in the backward pass
+    apply_activation_checkpointing(model)            # every transformer block recomputes
+                                                     # its activations in the backward pass
+    apply_activation_checkpointing(model, every=2)   # the 2nd, 4th, ... block only
 
 Each block's `forward` is replaced on the instance by a call through
 `torch.utils.checkpoint.checkpoint` (non-reentrant), so module names, the state dict and
@@ -25,13 +26,20 @@ BLOCK_TYPES: tuple[type[nn.Module], ...] = (Block, BertBlock, T5EncoderBlock, T5
 
 
 def apply_activation_checkpointing(model: nn.Module,
-                                   block_types: tuple[type[nn.Module], ...] = BLOCK_TYPES) -> int:
-    """Checkpoint every submodule of `block_types`; returns how many were wrapped.
-    Applying it twice is a no-op. Not for decoding with a KV cache (the recompute would
-    append to the cache twice); training only."""
+                                   block_types: tuple[type[nn.Module], ...] = BLOCK_TYPES,
+                                   every: int = 1) -> int:
+    """Checkpoint every `every`-th submodule of `block_types` (the n-th, 2n-th, ... in
+    module order, as torchtitan's `ac_freq`; every=1: all of them); returns how many were
+    wrapped. Checkpointing some blocks trades memory for recompute in between: the blocks
+    left alone keep their activations and cost no second forward pass.
+    Applying it twice with the same `every` is a no-op. Not for decoding with a KV cache
+    (the recompute would append to the cache twice); training only."""
+    if every < 1:
+        raise ValueError(f"every must be >= 1 (1 = every block), got {every}")
+    blocks = [module for module in model.modules() if isinstance(module, block_types)]
     wrapped = 0
-    for module in model.modules():
-        if isinstance(module, block_types) and not getattr(module, "is_checkpointed", False):
+    for position, module in enumerate(blocks, start=1):
+        if position % every == 0 and not getattr(module, "is_checkpointed", False):
             module.forward = checkpointed(module.forward)
             module.is_checkpointed = True
             wrapped += 1

@@ -76,7 +76,7 @@ def hf_gpt2_config(config: GPTConfig) -> dict:
         "n_embd": config.hidden_size,
         "n_layer": config.num_layers,
         "n_head": config.num_heads,
-        "n_inner": 4 * config.hidden_size,
+        "n_inner": config.intermediate_size,
         "activation_function": "gelu_new",
         "resid_pdrop": config.dropout,
         "embd_pdrop": config.dropout,
@@ -84,3 +84,17 @@ def hf_gpt2_config(config: GPTConfig) -> dict:
         "layer_norm_epsilon": config.layer_norm_eps,
         "tie_word_embeddings": True,
     }
+
+
+def gpt_config_from_hf(hf_config: dict) -> GPTConfig:
+    """Our GPTConfig from a Hugging Face GPT-2 config.json (as a dict)."""
+    activation = hf_config.get("activation_function", "gelu_new")
+    if activation not in ("gelu_new", "gelu_pytorch_tanh"):
+        raise ValueError(f"only activation_function 'gelu_new' (tanh GELU) GPT-2s convert, got {activation!r}")
+    inner = hf_config.get("n_inner")
+    return GPTConfig(
+        vocab_size=hf_config["vocab_size"], max_seq_len=hf_config["n_positions"],
+        num_layers=hf_config["n_layer"], hidden_size=hf_config["n_embd"], num_heads=hf_config["n_head"],
+        dropout=hf_config.get("resid_pdrop", 0.1), layer_norm_eps=hf_config.get("layer_norm_epsilon", 1e-5),
+        **({"intermediate_size": inner} if inner else {}),
+    )

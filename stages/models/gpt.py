@@ -1,9 +1,16 @@
-"""GPT-2 in plain PyTorch, readable top to bottom (after nanoGPT).
+"""GPT-2 and Llama-style decoders in plain PyTorch, readable top to bottom (after nanoGPT).
 
-Pre-LayerNorm decoder blocks, learned absolute positions, causal self-attention through
-`scaled_dot_product_attention`, a tanh-GELU MLP (GPT-2's "gelu_new"), a final LayerNorm
-and an LM head tied to the token embedding. The layout is GPT-2's, so weights map
-one-to-one onto Hugging Face `GPT2LMHeadModel` (see `stages/models/convert.py`).
+variant "gpt2" (the default): pre-LayerNorm decoder blocks, learned absolute
+positions, causal self-attention through `scaled_dot_product_attention`, a tanh-GELU MLP
+(GPT-2's "gelu_new"), a final LayerNorm and an LM head tied to the token embedding. The
+layout is GPT-2's, so weights map one-to-one onto Hugging Face `GPT2LMHeadModel` (see
+`stages/models/convert.py`).
+
+variant "llama": the same pre-norm decoder with Llama's parts swapped in: RMSNorm,
+rotary positions (no position embedding), grouped-query attention (num_kv_heads), a
+SwiGLU MLP, no biases and an untied LM head; weights map onto `LlamaForCausalLM` (see
+`stages/models/convert_llama.py`). Module names are shared where the role is shared, so
+heads, generation, scorers and checkpointing treat both alike.
 
 The attention and MLP blocks are shared with BERT and T5 (`attention.py`, `mlp.py`).
 This file imports only torch: DeepSpeed, activation checkpointing and compilation are
@@ -12,11 +19,13 @@ applied from outside by the trainer.
     config = GPTConfig(vocab_size=8192, max_seq_len=128, num_layers=2, hidden_size=128,
                        num_heads=4)
     model = GPT(config)
+    llama = GPT(GPTConfig(vocab_size=8192, max_seq_len=128, variant="llama",
+                          num_heads=4, num_kv_heads=2))
     logits, loss = model(input_ids, labels=input_ids)     # labels are shifted inside
     hidden = model.hidden_states(input_ids, attention_mask)  # (B, T, C) for task heads
 
 Shapes: B batch, T sequence length, C hidden size, nh heads, hs head size (C // nh),
-V vocabulary size.
+nkv key/value heads, V vocabulary size.
 """
 
 from __future__ import annotations
@@ -29,9 +38,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from stages.models.attention import KVCache, SelfAttention
-from stages.models.mlp import MLP
+from stages.models.mlp import MLP, GatedMLP
+from stages.models.norms import RMSNorm
+from stages.models.positions import RotaryEmbedding
 
 IGNORE_INDEX = -100  # label value that contributes no loss (Hugging Face convention)
+VARIANTS = ("gpt2", "llama")
 
 
 @dataclass(kw_only=True)
@@ -42,9 +54,17 @@ class GPTConfig:
     hidden_size: int = 128
     num_heads: int = 4
     dropout: float = 0.0
-    layer_norm_eps: float = 1e-5
+    layer_norm_eps: float = 1e-5  # LayerNorm's (gpt2) or RMSNorm's (llama) epsilon
+    variant: str = "gpt2"  # "gpt2" | "llama" (see the module docstring)
+    # The fields below are resolved in __post_init__ when unset (None):
+    num_kv_heads: int | None = None  # llama: key/value heads (grouped-query attention); = num_heads
+    intermediate_size: int | None = None  # MLP inner width; gpt2: 4C, llama: llama_intermediate_size(C)
+    rope_theta: float | None = None  # llama: rotary base; 10000
+    tie_word_embeddings: bool | None = None  # LM head = token embedding; gpt2: always, llama: no
 
     def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"GPTConfig: variant must be one of {VARIANTS}, got {self.variant!r}")
         if self.hidden_size % self.num_heads != 0:
             raise ValueError(
                 f"GPTConfig: hidden_size={self.hidden_size} is not divisible by "
@@ -56,29 +76,86 @@ class GPTConfig:
                 raise ValueError(f"GPTConfig: {name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"GPTConfig: dropout must be in [0, 1), got {self.dropout}")
+        llama = self.variant == "llama"
+        if not llama:
+            # GPT-2 (and Hugging Face's GPT2LMHeadModel) has none of these: refuse rather than ignore.
+            given = [name for name, fits in (("num_kv_heads", self.num_kv_heads in (None, self.num_heads)),
+                                             ("rope_theta", self.rope_theta is None),
+                                             ("tie_word_embeddings", self.tie_word_embeddings in (None, True)))
+                     if not fits]
+            if given:
+                raise ValueError(f"GPTConfig: {', '.join(given)} apply to variant 'llama' only "
+                                 "(gpt2 has one key/value head per query head, learned positions and a "
+                                 "tied head); set variant='llama' or remove them")
+        if self.num_kv_heads is None:
+            self.num_kv_heads = self.num_heads
+        if self.num_kv_heads < 1 or self.num_heads % self.num_kv_heads:
+            raise ValueError(f"GPTConfig: num_kv_heads={self.num_kv_heads} must divide num_heads="
+                             f"{self.num_heads} (each key/value head serves a whole group of query heads)")
+        if self.intermediate_size is None:
+            self.intermediate_size = llama_intermediate_size(self.hidden_size) if llama else 4 * self.hidden_size
+        if self.intermediate_size < 1:
+            raise ValueError(f"GPTConfig: intermediate_size must be >= 1, got {self.intermediate_size}")
+        if llama:
+            self.rope_theta = 10000.0 if self.rope_theta is None else self.rope_theta
+            if self.rope_theta <= 0:
+                raise ValueError(f"GPTConfig: rope_theta must be > 0, got {self.rope_theta}")
+            if (self.hidden_size // self.num_heads) % 2:
+                raise ValueError(f"GPTConfig: rotary positions need an even head size, got hidden_size "
+                                 f"{self.hidden_size} / num_heads {self.num_heads} = "
+                                 f"{self.hidden_size // self.num_heads}")
+        if self.tie_word_embeddings is None:
+            self.tie_word_embeddings = not llama
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_heads
+
+
+def llama_intermediate_size(hidden_size: int, multiple_of: int = 256) -> int:
+    """Meta's Llama rule: 2/3 of 4C (SwiGLU has three matrices where GELU has two, so the
+    parameter count stays that of a 4C MLP), rounded up to a multiple of 256
+    (4096 -> 11008 for Llama-7B, 2048 -> 5632 for TinyLlama)."""
+    width = int(2 * 4 * hidden_size / 3)
+    return multiple_of * -(-width // multiple_of)
 
 
 def _largest_divisor_at_most(n: int, k: int) -> int:
     return max(d for d in range(1, min(n, k) + 1) if n % d == 0)
 
 
+def build_norm(config: GPTConfig) -> nn.Module:
+    if config.variant == "llama":
+        return RMSNorm(config.hidden_size, eps=config.layer_norm_eps)
+    return nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+
+def build_mlp(config: GPTConfig) -> nn.Module:
+    if config.variant == "llama":
+        return GatedMLP(config.hidden_size, config.intermediate_size, activation="silu", dropout=config.dropout)
+    # tanh GELU is GPT-2's activation; exact GELU would break Hugging Face parity
+    return MLP(config.hidden_size, config.intermediate_size, activation="gelu_new", dropout=config.dropout)
+
+
 class Block(nn.Module):
-    """Pre-LN residual block: normalise, transform, add back."""
+    """Pre-norm residual block: normalise, transform, add back."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        C = config.hidden_size
-        self.attn_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
-        self.attn = SelfAttention(C, config.num_heads, dropout=config.dropout)
-        self.mlp_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
-        # tanh GELU is GPT-2's activation; exact GELU would break Hugging Face parity
-        self.mlp = MLP(C, 4 * C, activation="gelu_new", dropout=config.dropout)
+        self.attn_norm = build_norm(config)
+        self.attn = SelfAttention(config.hidden_size, config.num_heads, num_kv_heads=config.num_kv_heads,
+                                  bias=config.variant == "gpt2", dropout=config.dropout)
+        self.mlp_norm = build_norm(config)
+        self.mlp = build_mlp(config)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None,
-                kv_cache: KVCache | None = None) -> torch.Tensor:
+                kv_cache: KVCache | None = None,
+                rotary: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         # attn_mask, when given, already combines causality and padding, (B, 1, T, T);
         # without one SDPA builds the causal mask itself (and picks a fused kernel).
-        x = x + self.attn(self.attn_norm(x), attn_mask, is_causal=attn_mask is None, kv_cache=kv_cache)
+        # rotary: (cos, sin) of the positions (llama); None for learned positions.
+        x = x + self.attn(self.attn_norm(x), attn_mask, is_causal=attn_mask is None, kv_cache=kv_cache,
+                          rotary=rotary)
         x = x + self.mlp(self.mlp_norm(x))
         return x
 
@@ -88,13 +165,20 @@ class GPT(nn.Module):
         super().__init__()
         self.config = config
         self.token_embedding = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.position_embedding = nn.Embedding(config.max_seq_len, config.hidden_size)
+        # Positions: a learned table (gpt2) or rotations of queries and keys (llama).
+        self.position_embedding = None
+        self.rotary = None
+        if config.variant == "llama":
+            self.rotary = RotaryEmbedding(config.head_size, base=config.rope_theta)
+        else:
+            self.position_embedding = nn.Embedding(config.max_seq_len, config.hidden_size)
         self.embedding_dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList([Block(config) for _ in range(config.num_layers)])
-        self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.final_norm = build_norm(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        # Weight tying: the output projection reuses the input embedding matrix (GPT-2).
-        self.lm_head.weight = self.token_embedding.weight
+        if config.tie_word_embeddings:
+            # Weight tying: the output projection reuses the input embedding matrix (GPT-2).
+            self.lm_head.weight = self.token_embedding.weight
         self.apply(self._init_weights)
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -139,11 +223,29 @@ class GPT(nn.Module):
         if kv_cache is not None and attention_mask is not None:
             raise ValueError("attention_mask with kv_cache is not supported; decode unpadded prompts")
         positions = torch.arange(past, past + T, device=input_ids.device)  # (T,)
-        x = self.token_embedding(input_ids) + self.position_embedding(positions)  # (B, T, C)
-        x = self.embedding_dropout(x)
         attn_mask = None if attention_mask is None else causal_padding_mask(attention_mask)
+        return self.hidden_states_at(input_ids, positions, attn_mask, kv_cache=kv_cache)
+
+    def hidden_states_at(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        attn_mask: torch.Tensor | None,
+        *,
+        kv_cache: list[KVCache] | None = None,
+    ) -> torch.Tensor:
+        """Final-norm hidden states (B, T, C) of tokens at explicit positions, (T,) or
+        (B, T), under a full attention mask, (B, 1, T, S) bool (True = may attend), or
+        None for plain causal attention. `hidden_states` calls it; scorers that pack
+        several continuations into one row (each branch restarting its positions) call
+        it directly."""
+        x = self.token_embedding(input_ids)  # (B, T, C)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(positions)  # (B, T, C)
+        x = self.embedding_dropout(x)
+        rotary = None if self.rotary is None else self.rotary.angles(positions)  # cos, sin
         for i, block in enumerate(self.blocks):
-            x = block(x, attn_mask, None if kv_cache is None else kv_cache[i])  # (B, T, C)
+            x = block(x, attn_mask, None if kv_cache is None else kv_cache[i], rotary)  # (B, T, C)
         return self.final_norm(x)
 
     def new_kv_cache(self) -> list[KVCache]:
@@ -179,7 +281,7 @@ class GPT(nn.Module):
     def num_parameters(self, exclude_position_embedding: bool = False) -> int:
         """Unique trainable parameters (the tied LM head is counted once)."""
         n = sum(p.numel() for p in self.parameters())
-        if exclude_position_embedding:
+        if exclude_position_embedding and self.position_embedding is not None:
             n -= self.position_embedding.weight.numel()
         return n
 
@@ -190,13 +292,19 @@ class GPT(nn.Module):
 
         6N: every weight does one multiply-add (2 FLOPs) per token forward and twice that
         backward. N counts all parameters except the position embedding (a lookup, not a
-        matmul); the tied token embedding is counted because the LM head is a matmul.
-        The second term is attention's QK^T and AV products, which scale with context
-        length and have no weights. seq_len defaults to max_seq_len. Biases and
-        LayerNorms are in N although they do fewer FLOPs; the error is negligible.
+        matmul); the tied token embedding is counted because the LM head is a matmul,
+        an untied one (llama) is not: its lookup is free, the separate head counts.
+        Grouped-query attention and SwiGLU need nothing special: N holds the smaller
+        key/value projections and the three MLP matrices as they are. The second term is
+        attention's QK^T and AV products over all num_heads query heads (nh * hs = C
+        whatever the key/value heads), which scale with context length and have no
+        weights. seq_len defaults to max_seq_len. Biases and norms are in N although
+        they do fewer FLOPs; the error is negligible.
         """
         seq_len = self.config.max_seq_len if seq_len is None else seq_len
         n = self.num_parameters(exclude_position_embedding=True)
+        if not self.config.tie_word_embeddings:
+            n -= self.token_embedding.weight.numel()
         return 6 * n + 12 * self.config.num_layers * self.config.hidden_size * seq_len
 
 

@@ -6,8 +6,9 @@ import: config.json is written and read as plain JSON.
         # out/hf/config.json, model.safetensors, tokenizer.json, tokenizer_config.json
     model = import_hf("out/hf")   # GPT, BertForPreTraining / Bert, or T5
 
-Supported: GPT <-> GPT2LMHeadModel, BertForPreTraining <-> BertForPreTraining,
-Bert <-> BertModel, T5 <-> T5ForConditionalGeneration.
+Supported: GPT <-> GPT2LMHeadModel, llama GPT <-> LlamaForCausalLM,
+BertForPreTraining <-> BertForPreTraining, Bert <-> BertModel,
+T5 <-> T5ForConditionalGeneration.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from safetensors.torch import save_file
 from stages.models.bert import Bert, BertForPreTraining
 from stages.models.convert import gpt_to_hf_gpt2, hf_gpt2_config, hf_gpt2_to_gpt
 from stages.models.convert_bert import bert_config_from_hf, bert_to_hf_bert, hf_bert_config, hf_bert_to_bert
+from stages.models.convert_llama import gpt_to_hf_llama, hf_llama_config, hf_llama_to_gpt, llama_config_from_hf
 from stages.models.convert_t5 import hf_t5_config, hf_t5_to_t5, t5_config_from_hf, t5_to_hf_t5
 from stages.models.gpt import GPT, GPTConfig
 from stages.models.t5 import T5
@@ -69,9 +71,14 @@ def import_hf(directory: str | Path) -> nn.Module:
             vocab_size=hf_config["vocab_size"], max_seq_len=hf_config["n_positions"],
             num_layers=hf_config["n_layer"], hidden_size=hf_config["n_embd"], num_heads=hf_config["n_head"],
             dropout=hf_config.get("resid_pdrop", 0.1), layer_norm_eps=hf_config.get("layer_norm_epsilon", 1e-5),
+            intermediate_size=hf_config.get("n_inner"),
         ))
         state = hf_gpt2_to_gpt({k if k.startswith(("transformer.", "lm_head")) else f"transformer.{k}": v
                                 for k, v in state.items()}, model.config.num_layers)
+    elif model_type == "llama":
+        config = llama_config_from_hf(hf_config, source=str(config_path))
+        model = GPT(config)
+        state = hf_llama_to_gpt(state, config)
     elif model_type == "bert":
         config = bert_config_from_hf(hf_config)
         pretraining = any(k.startswith("cls.predictions") for k in state)
@@ -82,7 +89,7 @@ def import_hf(directory: str | Path) -> nn.Module:
         model = T5(config)
         state = hf_t5_to_t5(state, config)
     else:
-        raise ValueError(f"{config_path}: model_type {model_type!r} is not supported; known: gpt2, bert, t5")
+        raise ValueError(f"{config_path}: model_type {model_type!r} is not supported; known: gpt2, llama, bert, t5")
     model.load_state_dict(state, strict=True)
     return model
 
@@ -90,6 +97,14 @@ def import_hf(directory: str | Path) -> nn.Module:
 def _to_hf(model: nn.Module) -> tuple[dict[str, Any], dict[str, torch.Tensor], list[str]]:
     """(config.json dict, HF state dict, names HF ties to another tensor)."""
     state = model.state_dict()
+    if isinstance(model, GPT) and model.config.variant == "llama":
+        config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], **hf_llama_config(model.config),
+                  # transformers 5 reads the rotary base here, older versions from rope_theta
+                  "rope_parameters": {"rope_type": "default", "rope_theta": model.config.rope_theta},
+                  # the tokenizer's ids are not Llama's 1 / 2; generation config must not guess
+                  "bos_token_id": None, "eos_token_id": None}
+        tied = ["lm_head.weight"] if model.config.tie_word_embeddings else []
+        return config, gpt_to_hf_llama(state, model.config), tied
     if isinstance(model, GPT):
         config = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], **hf_gpt2_config(model.config)}
         if model.config.vocab_size <= 50256:  # GPT2Config defaults to GPT-2's <|endoftext|> id

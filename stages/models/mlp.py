@@ -1,5 +1,6 @@
 """Position-wise feed-forward blocks: a plain two-layer MLP (GPT-2, BERT, T5 v1.0) and a
-gated one (T5 v1.1). Dropout on the output only; the caller adds the residual."""
+gated one (T5 v1.1's gated GELU, Llama's SwiGLU). Dropout on the output only; the caller
+adds the residual."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "gelu": F.gelu,  # exact (erf) GELU: BERT
     "gelu_new": gelu_tanh,
     "relu": F.relu,
+    "silu": F.silu,  # SwiGLU's gate (Llama)
 }
 
 
@@ -44,7 +46,9 @@ class MLP(nn.Module):
 
 
 class GatedMLP(nn.Module):
-    """fc_out(act(fc_gate(x)) * fc_in(x)) (GLU variants, Shazeer 2020; T5 v1.1)."""
+    """fc_out(act(fc_gate(x)) * fc_in(x)) (GLU variants, Shazeer 2020): gated GELU in
+    T5 v1.1, SwiGLU (activation "silu") in Llama, whose gate_proj / up_proj / down_proj
+    are fc_gate / fc_in / fc_out."""
 
     def __init__(self, hidden_size: int, inner_size: int, *, activation: str, bias: bool = False,
                  dropout: float = 0.0):

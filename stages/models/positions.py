@@ -64,22 +64,39 @@ class RelativePositionBias(nn.Module):
 
 class RotaryEmbedding(nn.Module):
     """Rotary position embedding (Su et al. 2021): rotate pairs of q/k channels by an
-    angle proportional to the position, so q.k depends only on the offset. Not used by
-    the three reference families; available for new ones. Half-split layout (GPT-NeoX,
-    Llama in Hugging Face)."""
+    angle proportional to the position, so q.k depends only on the offset. Half-split
+    layout (GPT-NeoX, Llama in Hugging Face). Used by the `llama` GPT architecture.
+
+    No buffers: the frequencies are recomputed in fp32 from head_size and base on every
+    call (a few hundred numbers), so that a bf16 cast of the module (DeepSpeed's bf16)
+    cannot round them, and the state dict stays free of them.
+    """
 
     def __init__(self, head_size: int, base: float = 10000.0):
         super().__init__()
         if head_size % 2:
             raise ValueError(f"rotary embeddings need an even head size, got {head_size}")
-        inv_freq = base ** (-torch.arange(0, head_size, 2).float() / head_size)  # (hs/2,)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.head_size = head_size
+        self.base = base
+
+    def angles(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions (T,) or (B, T) -> (cos, sin), each (T, hs/2) or (B, 1, T, hs/2), fp32."""
+        exponents = torch.arange(0, self.head_size, 2, device=positions.device).float() / self.head_size
+        inv_freq = 1.0 / (self.base ** exponents)  # (hs/2,), as Hugging Face computes it
+        angles = positions.float()[..., None] * inv_freq  # (..., T, hs/2)
+        if angles.dim() == 3:
+            angles = angles[:, None]  # (B, 1, T, hs/2): broadcast over heads
+        return angles.cos(), angles.sin()
 
     def forward(self, x: torch.Tensor, past: int = 0) -> torch.Tensor:
         """x (B, nh, T, hs) at positions past..past+T-1 -> rotated, same shape."""
-        T = x.size(2)
-        positions = torch.arange(past, past + T, device=x.device).float()  # (T,)
-        angles = torch.outer(positions, self.inv_freq)  # (T, hs/2)
-        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (T, hs/2)
-        x1, x2 = x.chunk(2, dim=-1)  # 2 x (B, nh, T, hs/2)
-        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+        positions = torch.arange(past, past + x.size(2), device=x.device)  # (T,)
+        return apply_rotary(x, *self.angles(positions))
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x (B, nh, T, hs) by the angles of `RotaryEmbedding.angles` (cast to x's
+    dtype first, as Hugging Face does): channel i pairs with channel i + hs/2."""
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    x1, x2 = x.chunk(2, dim=-1)  # 2 x (B, nh, T, hs/2)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)

@@ -3,6 +3,7 @@ tests and CPU smoke runs. Parameter counts are asserted in tests/unit/test_model
 
     config = preset_config("bert-base")           # a BertConfig
     model = build_preset("t5-small")              # a freshly initialised T5
+    family, fields = preset_shape("gpt2-small")   # what `pretrain.model.preset` reads
     with torch.device("meta"):                    # shapes only, no memory
         n = build_preset("bert-large").num_parameters()
 
@@ -50,7 +51,28 @@ PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     # T5 v1.1: gated-GELU FFN, untied LM head (google/t5-v1_1-*).
     "t5-v1_1-small": ("t5", dict(_T5, hidden_size=512, ff_size=1024, num_layers=8, num_heads=6,
                                  feed_forward="gated-gelu", tie_word_embeddings=False)),
+    # Llama-style GPTs (variant llama: RMSNorm, rotary, SwiGLU, no biases, untied head), no
+    # dropout as Llama trains, Llama's 32000-token SentencePiece vocabulary and 2048 context.
+    "llama-debug": ("gpt", dict(variant="llama", vocab_size=512, max_seq_len=64, num_layers=2, hidden_size=64,
+                                num_heads=4, num_kv_heads=2, intermediate_size=192)),
+    # JackFram/llama-160m: GPT-2 small's shape as a Llama (12 x 768, 12 heads, MHA, FFN 3072).
+    "llama-160m": ("gpt", dict(variant="llama", vocab_size=32000, max_seq_len=2048, num_layers=12,
+                               hidden_size=768, num_heads=12, intermediate_size=3072, layer_norm_eps=1e-6)),
+    # TinyLlama-1.1B: 22 x 2048, 32 query heads sharing 4 key/value heads (GQA), FFN 5632.
+    "tinyllama-1.1b": ("gpt", dict(variant="llama", vocab_size=32000, max_seq_len=2048, num_layers=22,
+                                   hidden_size=2048, num_heads=32, num_kv_heads=4, intermediate_size=5632)),
 }
+
+
+# Preset fields the pretrain stage takes from the dataset instead (index.json): a preset's
+# values there only record the paper's vocabulary and context.
+FIELDS_FROM_DATA = ("vocab_size", "max_seq_len")
+
+
+def preset_shape(name: str) -> tuple[str, dict[str, Any]]:
+    """(family, config fields) of preset `name`; ValueError naming the closest preset."""
+    family, fields = _lookup(name)
+    return family, dict(fields)
 
 
 def preset_config(name: str, **overrides: Any) -> Any:

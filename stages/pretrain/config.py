@@ -15,7 +15,7 @@ from stages.section import Section
 
 # family -> the ModelConfig fields that apply only to it (the rest apply to every family)
 FAMILY_FIELDS: dict[str, tuple[str, ...]] = {
-    "gpt": (),
+    "gpt": ("variant", "num_kv_heads", "intermediate_size", "rope_theta", "tie_word_embeddings"),
     "bert": ("intermediate_size",),
     "t5": ("ff_size", "head_size", "num_decoder_layers", "feed_forward", "tie_word_embeddings"),
 }
@@ -24,19 +24,44 @@ DEFAULT_LAYER_NORM_EPS = {"gpt": 1e-5, "bert": 1e-12, "t5": 1e-6}
 
 
 class ModelConfig(Section):
+    preset: str | None = Field(
+        None, description="a named shape from stages/models/presets.py (gpt2-small, gpt2-medium, "
+        "gpt2-large, bert-base, bert-large, t5-small, t5-base, t5-v1_1-small, ...): sets family "
+        "and every architecture key (dropout included: the papers' 0.1); keys given next to it "
+        "override the preset's. The preset's vocab_size and max_seq_len are not used: they come "
+        "from the dataset like every model's (set tokenizer.vocab_size and dataset.seq_len to the "
+        "paper's, as configs/gpt2-small.yaml does)")
     family: Literal["gpt", "bert", "t5"] = Field(
         "gpt", description="model family, which fixes the pretraining objective: 'gpt' = GPT-2 "
-        "decoder (pre-LN, learned positions, tied LM head) trained on clm; 'bert' = BERT encoder "
+        "decoder (pre-LN, learned positions, tied LM head; or Llama's with variant: llama) "
+        "trained on clm; 'bert' = BERT encoder "
         "with MLM + NSP/SOP heads trained on mlm; 't5' = T5 encoder-decoder trained on span")
     num_layers: int = Field(2, ge=1, description="number of Transformer blocks (t5: encoder blocks)")
     hidden_size: int = Field(128, ge=8, description="residual stream width (d_model)")
     num_heads: int = Field(4, ge=1, description="attention heads; must divide hidden_size")
+    pad_vocab_to_multiple_of: int = Field(
+        1, ge=1, description="round the embedding and LM head up to a multiple of this many rows "
+        "(Megatron's --make-vocab-size-divisible-by): GPU matrix kernels have no fast tiles for "
+        "sizes like GPT-2's 50257, and 64 or 128 made gpt2-small 1.4x faster on an H100 "
+        "(benchmarks/gpu_mfu.py). The extra rows are never a target, so training pushes their "
+        "logits down; 1 = exactly the tokenizer's vocabulary")
     dropout: float = Field(0.0, ge=0, lt=1, description="dropout on embeddings, attention and MLP outputs")
     layer_norm_eps: float | None = Field(
-        None, gt=0, description="LayerNorm (t5: RMSNorm) epsilon; unset = the family's own "
+        None, gt=0, description="LayerNorm (t5, gpt llama: RMSNorm) epsilon; unset = the family's own "
         "(gpt 1e-5, bert 1e-12, t5 1e-6)")
+    variant: Literal["gpt2", "llama"] | None = Field(
+        None, description="gpt only: 'gpt2' (LayerNorm, learned positions, GELU MLP, biases, tied "
+        "head) or 'llama' (RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention, no "
+        "biases, untied head; converts to Hugging Face LlamaForCausalLM); unset = gpt2")
+    num_kv_heads: int | None = Field(
+        None, ge=1, description="gpt llama only: key/value heads of grouped-query attention, a "
+        "divisor of num_heads (1 = multi-query); unset = num_heads (plain multi-head)")
+    rope_theta: float | None = Field(
+        None, gt=0, description="gpt llama only: base of the rotary position frequencies; unset "
+        "= 10000 (Llama 1/2)")
     intermediate_size: int | None = Field(
-        None, ge=1, description="bert only: feed-forward inner width; unset = 4 x hidden_size")
+        None, ge=1, description="bert and gpt: feed-forward inner width; unset = 4 x hidden_size "
+        "(gpt llama: 8/3 x hidden_size rounded up to a multiple of 256, Meta's rule)")
     ff_size: int | None = Field(
         None, ge=1, description="t5 only: feed-forward inner width (d_ff); unset = 4 x hidden_size")
     head_size: int | None = Field(
@@ -47,8 +72,39 @@ class ModelConfig(Section):
     feed_forward: Literal["relu", "gated-gelu"] | None = Field(
         None, description="t5 only: 'relu' (T5 v1.0) or 'gated-gelu' (T5 v1.1); unset = relu")
     tie_word_embeddings: bool | None = Field(
-        None, description="t5 only: share the LM head with the token embedding (v1.0: true, "
-        "v1.1: false); unset = true")
+        None, description="t5 and gpt llama: share the LM head with the token embedding (t5 "
+        "v1.0: true, v1.1: false); unset = true for t5 and gpt2 (which always ties), false for "
+        "llama")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_from_preset(cls, data: Any) -> Any:
+        # The keys present here are the ones the user gave (YAML or -o): the preset fills the
+        # rest. A config dumped after validation (what training workers get) has every key,
+        # so filling again changes nothing.
+        if not isinstance(data, dict) or not isinstance(data.get("preset"), str):
+            return data
+        shape = _preset_shape(data["preset"])
+        if shape is None:
+            return data  # unknown name: _preset_exists names the close match
+        family, fields = shape
+        given_family = data.get("family")
+        if given_family is not None and given_family != family:
+            raise ValueError(
+                f"preset {data['preset']!r} is a {family!r} model but family is {given_family!r}; "
+                f"remove pretrain.model.family (the preset sets it) or pick a {given_family} preset")
+        from_preset = {name: value for name, value in fields.items()
+                       if name in cls.model_fields and name not in data}
+        return {**from_preset, **data, "family": family}
+
+    @field_validator("preset")
+    @classmethod
+    def _preset_exists(cls, name: str | None) -> str | None:
+        if name is not None:
+            from stages.models.presets import preset_shape
+
+            preset_shape(name)  # ValueError: "unknown model preset ...; did you mean ...?"
+        return name
 
     @model_validator(mode="after")
     def _heads_divide_hidden_size(self) -> "ModelConfig":
@@ -62,13 +118,42 @@ class ModelConfig(Section):
         return self
 
     @model_validator(mode="after")
+    def _llama_options_need_llama(self) -> "ModelConfig":
+        if self.family != "gpt":
+            return self
+        if self.variant != "llama":
+            given = [name for name, fits in (("num_kv_heads", self.num_kv_heads in (None, self.num_heads)),
+                                             ("rope_theta", self.rope_theta is None),
+                                             ("tie_word_embeddings", self.tie_word_embeddings in (None, True)))
+                     if not fits]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} apply to variant: llama only (GPT-2 has one key/value "
+                    "head per query head, learned positions and a tied head); set variant: "
+                    "llama or remove them")
+        if self.num_kv_heads is not None and self.num_heads % self.num_kv_heads:
+            options = [h for h in range(1, self.num_heads + 1) if self.num_heads % h == 0]
+            raise ValueError(
+                f"num_kv_heads={self.num_kv_heads} does not divide num_heads={self.num_heads}: each "
+                f"key/value head serves a whole group of query heads; use one of {options}")
+        if self.variant == "llama" and (self.hidden_size // self.num_heads) % 2:
+            raise ValueError(
+                f"variant llama needs an even head size for rotary positions, but hidden_size "
+                f"{self.hidden_size} / num_heads {self.num_heads} = {self.hidden_size // self.num_heads}; "
+                "change num_heads or hidden_size")
+        return self
+
+    @model_validator(mode="after")
     def _fields_belong_to_the_family(self) -> "ModelConfig":
         other_families = {name for family, names in FAMILY_FIELDS.items() if family != self.family
                           for name in names} - set(FAMILY_FIELDS[self.family])
         misplaced = sorted(name for name in other_families if getattr(self, name) is not None)
         if misplaced:
-            owners = {name: family for family, names in FAMILY_FIELDS.items() for name in names}
-            which = ", ".join(f"{name} ({owners[name]} only)" for name in misplaced)
+            owners: dict[str, list[str]] = {}
+            for family, names in FAMILY_FIELDS.items():
+                for name in names:
+                    owners.setdefault(name, []).append(family)
+            which = ", ".join(f"{name} ({' and '.join(owners[name])} only)" for name in misplaced)
             raise ValueError(
                 f"family={self.family!r} does not use {which}; remove them or set the "
                 f"family they belong to")
@@ -76,12 +161,18 @@ class ModelConfig(Section):
 
     def architecture(self) -> dict[str, Any]:
         """The fields of the family's model config (stages.models.build_model's input):
-        family, the shared fields, and this family's own fields with their defaults."""
-        fields: dict[str, Any] = {
+        family, the shared fields, and this family's own fields with their defaults; with a
+        preset, also its fields that have no key here (e.g. t5's
+        relative_attention_num_buckets), except those the dataset sets."""
+        fields: dict[str, Any] = {**self._preset_extras(),
             "family": self.family, "num_layers": self.num_layers, "hidden_size": self.hidden_size,
             "num_heads": self.num_heads, "dropout": self.dropout,
             "layer_norm_eps": self.layer_norm_eps or DEFAULT_LAYER_NORM_EPS[self.family],
         }
+        if self.family == "gpt":
+            # Only what is set: GPTConfig fills in each variant's own defaults.
+            fields.update({name: getattr(self, name) for name in FAMILY_FIELDS["gpt"]
+                           if getattr(self, name) is not None})
         if self.family == "bert":
             fields["intermediate_size"] = self.intermediate_size or 4 * self.hidden_size
         if self.family == "t5":
@@ -93,6 +184,26 @@ class ModelConfig(Section):
                 tie_word_embeddings=True if self.tie_word_embeddings is None else self.tie_word_embeddings,
             )
         return fields
+
+    def _preset_extras(self) -> dict[str, Any]:
+        if self.preset is None:
+            return {}
+        from stages.models.presets import FIELDS_FROM_DATA, preset_shape
+
+        _, fields = preset_shape(self.preset)
+        return {name: value for name, value in fields.items()
+                if name not in type(self).model_fields and name not in FIELDS_FROM_DATA}
+
+
+def _preset_shape(name: str) -> tuple[str, dict[str, Any]] | None:
+    """(family, fields) of a preset, None for an unknown name. Imports the model package
+    (and torch) only when a config names a preset."""
+    from stages.models.presets import preset_shape
+
+    try:
+        return preset_shape(name)
+    except ValueError:
+        return None
 
 
 class LossScalingConfig(Section):
@@ -107,6 +218,13 @@ class LossScalingConfig(Section):
 
 class PretrainConfig(Section):
     model: ModelConfig = Field(default_factory=ModelConfig, description="model architecture")
+    init_from: str | None = Field(
+        None, description="continued pretraining: start from this checkpoint folder, a Hugging Face "
+        "one (config.json + model.safetensors or pytorch_model.bin: GPT-2, BERT, T5) or a pretrain "
+        "stage's model/; the architecture comes from it (pretrain.model keys you set must agree; "
+        "dropout may differ), a BERT without MLM/NSP heads gets fresh ones, and the dataset's "
+        "vocabulary must be the checkpoint's (tokenizer.from). A checkpoint of the run itself "
+        "still wins on resume; null = random initialisation")
     num_workers: int = Field(2, ge=1, description="Ray Train workers (one CPU or GPU each); data parallel")
     gpus_per_worker: int = Field(
         0, ge=0, le=1,
@@ -128,6 +246,29 @@ class PretrainConfig(Section):
     offload_param: bool = Field(
         False, description="also keep the parameters in CPU memory between uses; needs "
         "zero_stage 3")
+    activation_checkpointing: Literal["none", "full", "every_n"] = Field(
+        "none", description="recompute transformer blocks' activations in the backward pass "
+        "instead of keeping them from the forward pass (less memory, about one more forward "
+        "pass of those blocks): full = every block, every_n = every "
+        "activation_checkpointing_every-th block; applied from outside the model "
+        "(stages/training/parallelize.py), so weights and checkpoints are unchanged")
+    activation_checkpointing_every: int = Field(
+        2, ge=1, description="every_n: checkpoint the n-th, 2n-th, ... block, counted over the "
+        "whole model (t5: encoder blocks, then decoder blocks)")
+    compile: bool = Field(
+        False, description="torch.compile each transformer block in place (identical blocks "
+        "share one graph; names and checkpoints unchanged); the first steps are slower while "
+        "it compiles")
+    compile_backend: Literal["inductor", "aot_eager", "eager"] = Field(
+        "inductor", description="compile: torch.compile backend; inductor generates fused "
+        "kernels (Triton on GPUs; on CPUs C++ built with the system compiler, g++ or clang, "
+        "slow to build on few cores); aot_eager captures the forward and backward graphs "
+        "without generating code, eager only the forward (both check that compilation works, "
+        "no speed-up)")
+    optimizer_impl: Literal["auto", "fused", "foreach", "for_loop"] = Field(
+        "auto", description="torch AdamW implementation: auto = fused where torch has a fused "
+        "kernel for the optimizer's device (CUDA; CPU since torch 2.4), else foreach; the same "
+        "update up to float rounding")
     deepspeed_config: str | None = Field(
         None, description="path to a DeepSpeed JSON file deep-merged over the generated config "
         "(the file wins; every value of ours it changes is logged and listed in the stage "
@@ -186,6 +327,18 @@ class PretrainConfig(Section):
         1, ge=0, description="restart the workers from the last checkpoint up to this many times "
         "when a worker or node dies")
 
+    @field_validator("init_from")
+    @classmethod
+    def _init_from_exists(cls, path: str | None) -> str | None:
+        # Checked at load (plan / run exit 2 naming the key); the workers get the folder
+        # resolved by the driver (stages/pretrain/init_from.py), not this path.
+        if path is not None and not Path(path).expanduser().is_dir():
+            raise ValueError(
+                f"{path} is not a directory (a relative path is taken from the directory the "
+                f"pipeline runs in, {Path.cwd()}); point it at a Hugging Face model folder or a "
+                "pretrain stage's model/, or unset pretrain.init_from")
+        return path
+
     @field_validator("deepspeed_config")
     @classmethod
     def _deepspeed_config_exists(cls, path: str | None) -> str | None:
@@ -229,6 +382,16 @@ class PretrainConfig(Section):
         if self.offload_param and self.zero_stage != 3:
             raise ValueError(f"offload_param needs zero_stage 3 (only ZeRO-3 shards parameters), "
                              f"zero_stage is {self.zero_stage}; set zero_stage: 3 or offload_param: false")
+        defaults = type(self).model_fields
+        if (self.activation_checkpointing != "every_n" and "activation_checkpointing_every" in self.model_fields_set
+                and self.activation_checkpointing_every != defaults["activation_checkpointing_every"].default):
+            raise ValueError("activation_checkpointing_every applies to activation_checkpointing: "
+                             f"every_n only, not {self.activation_checkpointing!r}; set "
+                             "activation_checkpointing: every_n or remove activation_checkpointing_every")
+        if (not self.compile and "compile_backend" in self.model_fields_set
+                and self.compile_backend != defaults["compile_backend"].default):
+            raise ValueError("compile_backend applies only with compile: true; set compile: true "
+                             "or remove compile_backend")
         if self.lr_decay == "inverse_sqrt" and self.warmup_steps == 0:
             raise ValueError("lr_decay inverse_sqrt needs warmup_steps >= 1 (the lr peaks at the "
                              "end of warmup and decays as sqrt(warmup_steps / step) after it)")

@@ -11,6 +11,8 @@ Record keys: loss (sum of the parts' mean losses), <part>_loss and <part>_accura
 each part (clm; mlm with nsp or sop; span), tokens_per_s, samples_per_s, mfu,
 data_wait_s (seconds per step spent in next(loader)) and data_wait_share (of the step).
 Validation uses the same part statistics under a "val_" prefix (`part_metrics`).
+With dataset.mixture: loss/<source> per source that had batches in the interval (the
+same sum of part losses as loss), and val_loss/<source> (`mixture_validation`).
 """
 
 from __future__ import annotations
@@ -77,18 +79,23 @@ class PartTotals:
 
 
 class IntervalMeter:
-    """One log interval (log_every optimizer steps) on one rank."""
+    """One log interval (log_every optimizer steps) on one rank. `sources`: the names of
+    a data mixture's sources, whose losses are also summed apart."""
 
-    def __init__(self, parts: tuple[str, ...], device: torch.device):
-        self.parts, self.device = tuple(parts), device
+    def __init__(self, parts: tuple[str, ...], device: torch.device, sources: tuple[str, ...] = ()):
+        self.parts, self.device, self.sources = tuple(parts), device, tuple(sources)
         self._reset()
 
     def _reset(self) -> None:
         self.totals = PartTotals(self.parts, self.device)
+        self.source_totals = [PartTotals(self.parts, self.device) for _ in self.sources]
         self.steps, self.step_seconds, self.data_seconds = 0, 0.0, 0.0
 
-    def add(self, output: ObjectiveOutput) -> None:
+    def add(self, output: ObjectiveOutput, source: int | None = None) -> None:
+        """`source`: which mixture source the micro batch came from (None: no mixture)."""
         self.totals.add(output)
+        if source is not None:
+            self.source_totals[source].add(output)
 
     def add_step(self, step_seconds: float, data_seconds: float) -> None:
         self.steps += 1
@@ -99,13 +106,33 @@ class IntervalMeter:
         """The interval's record, identical on every rank (collective: every rank must
         call it at the same step). Times are averaged over ranks."""
         timing = torch.tensor([self.step_seconds, self.data_seconds], dtype=torch.float64, device=self.device)
-        reduced = torch.cat([self.totals.totals.flatten(), timing])
+        reduced = torch.cat([self.totals.totals.flatten()] + [t.totals.flatten() for t in self.source_totals]
+                            + [timing])
         dist.all_reduce(reduced)
         world_size = dist.get_world_size()
         step_seconds, data_seconds = (reduced[-2:] / world_size).tolist()
-        record = part_metrics(self.totals.as_dict(reduced[:-2].view(len(self.parts), 3)))
+        per_set = reduced[:-2].view(1 + len(self.sources), len(self.parts), 3)
+        record = part_metrics(self.totals.as_dict(per_set[0]))
+        for name, totals in zip(self.sources, per_set[1:], strict=True):
+            if float(totals[:, NUM_PREDICTIONS].sum()) > 0:  # the source had batches this interval
+                record[f"loss/{name}"] = part_metrics(self.totals.as_dict(totals))["loss"]
         record.update(throughput.rates(self.steps, step_seconds))
         record.update(data_wait_s=data_seconds / self.steps,
                       data_wait_share=data_seconds / max(step_seconds, 1e-9))
         self._reset()
         return record
+
+
+def mixture_validation(records: dict[str, dict[str, float]], weights: dict[str, float],
+                       lm_part: str) -> dict[str, float]:
+    """One validation record per mixture source -> the mixture's: every metric averaged
+    with the sources' (normalized) weights, i.e. its expected value under the training
+    mix, val_perplexity from the averaged loss of the language-modelling part `lm_part`,
+    and val_loss/<source> for each source."""
+    total = sum(weights.values())
+    first = next(iter(records.values()))
+    record = {key: sum(source[key] * weights[name] / total for name, source in records.items())
+              for key in first if key != "val_perplexity"}
+    record["val_perplexity"] = perplexity(record[f"val_{lm_part}_loss"])
+    record.update({f"val_loss/{name}": source["val_loss"] for name, source in records.items()})
+    return record

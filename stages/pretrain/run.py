@@ -5,6 +5,7 @@ match pretrain.model.family.
 
 Reads   ctx.inputs["dataset"]/index.json + Arrow shards (train and validation splits)
         ctx.inputs["tokenizer"]/tokenizer.json
+        pretrain.init_from (optional): a checkpoint folder to start from (stages/pretrain/init_from.py)
 Writes  ctx.output_dir/metrics.jsonl   one record per log_every / eval_every steps
         ctx.output_dir/ray/pretrain/   Ray Train run state and checkpoints (to resume)
         ctx.output_dir/deepspeed_config.json   the DeepSpeed config we generated, the user's
@@ -35,6 +36,7 @@ from typing import Any
 from stages.data.packed import read_index
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.eval_tasks import plan_eval_tasks, scorer_token_ids
+from stages.pretrain.init_from import resolve_init_source
 from stages.pretrain.train_loop import train_loop_per_worker
 from stages.training.deepspeed_config import resolve_deepspeed_config
 from stages.training.launch import fit
@@ -56,6 +58,9 @@ def run(ctx) -> dict[str, Any]:
     dataset_dir = Path(ctx.inputs["dataset"]).resolve()
     tokenizer_path = Path(ctx.inputs["tokenizer"]).resolve() / "tokenizer.json"
     index = read_dataset_index(dataset_dir, cfg.model.family)
+    # Resolved and checked against the data here, before Ray starts; the workers load it.
+    init_source = (resolve_init_source(cfg.init_from, cfg.model, index, dataset_dir / "index.json")
+                   if cfg.init_from else None)
     if not tokenizer_path.is_file():
         raise FileNotFoundError(f"{tokenizer_path} not found: the tokenizer stage's output is incomplete")
 
@@ -79,6 +84,7 @@ def run(ctx) -> dict[str, Any]:
         "seq_len": index["seq_len"],
         "vocab_size": index["vocab_size"],
         "token_ids": model_token_ids(index),
+        "init_from": init_source,
         # Rank 0 opens the tracker (this JSONL log + wandb per tracking.wandb.mode)
         # inside the worker: a live wandb run cannot be pickled across to it.
         "metrics_log": ctx.metrics_log,

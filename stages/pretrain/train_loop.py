@@ -27,16 +27,22 @@ import torch
 import torch.distributed as dist
 
 from stages.data.loader import ExampleLoader
+from stages.data.mixing import MixtureLoader, mixture_parts, open_examples, part_dir
 from stages.data.packed import read_index
 from stages.models import build_model
+from stages.models.build import padded_vocab_size
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.eval_tasks import TaskEvaluator
-from stages.pretrain.metrics import IntervalMeter, PartTotals, Throughput, part_metrics, perplexity
+from stages.pretrain.init_weights import build_initial_model, load_initial_weights
+from stages.pretrain.metrics import (
+    IntervalMeter, PartTotals, Throughput, mixture_validation, part_metrics, perplexity,
+)
 from stages.pretrain.objectives import build_objective
 from stages.pretrain.objectives.base import NUM_PREDICTIONS
 from stages.pretrain.snapshots import record_snapshot, remove_partial_snapshots, snapshot_path, write_model_folder
 from stages.training.checkpoint import report_checkpoint, restore_latest
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
+from stages.training.parallelize import parallelize_for
 from stages.tracking import open_tracker
 
 
@@ -55,7 +61,8 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     # deepspeed_config: the driver read the file (loop_config["user_deepspeed_config"]);
     # its path need not exist from this worker's working directory. Likewise eval_tasks:
     # the driver planned them (loop_config["eval_plans"]).
-    cfg = PretrainConfig.model_validate({**loop_config["pretrain"], "deepspeed_config": None, "eval_tasks": []})
+    cfg = PretrainConfig.model_validate({**loop_config["pretrain"], "deepspeed_config": None, "eval_tasks": [],
+                                         "init_from": None})  # resolved by the driver: loop_config["init_from"]
     context = ray.train.get_context()
     rank, world_size = context.get_world_rank(), context.get_world_size()
     seed = loop_config["seed"]
@@ -65,18 +72,28 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     # Same seed on every rank: identical initial weights (DeepSpeed also broadcasts them).
     torch.manual_seed(seed)
     model = _build_model(cfg, loop_config)
+    if loop_config.get("init_from") is not None and ray.train.get_checkpoint() is None:
+        # Before the engine exists (ZeRO-3 would shard the parameters); resuming restores
+        # the run's own checkpoint into the engine instead.
+        _load_init_from(model, loop_config["init_from"], is_main)
     num_parameters = model.num_parameters()
     objective = build_objective(read_index(loop_config["dataset_dir"]), cfg.model.family,
                                 Path(loop_config["dataset_dir"]) / "index.json")
     # Before the engine: ZeRO-3 empties the module's parameters, and the estimate counts them.
     flops_per_sample = objective.flops_per_sample(model)
+    # Activation checkpointing and per-block compilation wrap the model from outside; its
+    # state dict names (checkpoints, exported weights) stay the plain model's.
+    parallelize_for(model, cfg)
     # DeepSpeed config from cfg, with the user's raw DeepSpeed JSON (read by the driver)
     # merged over it; AdamW and the lr schedule from cfg.
     engine = create_engine(model, cfg, user_deepspeed_config=loop_config.get("user_deepspeed_config"))
     # Endless (epoch after epoch, reshuffled per epoch); its state is one global position.
-    train_loader = ExampleLoader(
+    # A dataset.mixture gives one loader per source, mixed by weight: every rank draws the
+    # same source for each global micro batch (stages/data/mixing.py).
+    train_loader = open_examples(
         loop_config["dataset_dir"], "train", cfg.micro_batch_size, rank, world_size, seed, shuffle=True
     )
+    mixture_sources = tuple(train_loader.names) if isinstance(train_loader, MixtureLoader) else ()
 
     step = 0
     state = restore_latest(engine)
@@ -114,7 +131,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         world_size=world_size) if loop_config.get("eval_plans") else None
     if is_main and cfg.snapshot_every:
         remove_partial_snapshots(output_dir)
-    meter = IntervalMeter(objective.parts, engine.device)
+    meter = IntervalMeter(objective.parts, engine.device, sources=mixture_sources)
     progress = _progress_bar(is_main, cfg.max_steps, step)
     train_seconds, steps_this_session = 0.0, 0
     last_metrics: dict[str, Any] = {}
@@ -122,7 +139,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     while step < cfg.max_steps:
         started = time.perf_counter()
         lr = engine.get_lr()[0]  # the rate this step's update uses
-        step_loss, data_seconds = 0.0, 0.0
+        data_seconds = 0.0
         for _ in range(cfg.gradient_accumulation_steps):
             fetch_started = time.perf_counter()
             batch = _to_device(next(train_loader), engine.device)  # dict of (B, ...) tensors
@@ -131,21 +148,23 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
             engine.backward(output.loss)
             # Updates only at the accumulation boundary (the last micro batch).
             grad_norm = optimizer_step(engine)
-            meter.add(output)
-            step_loss += output.loss.item() / cfg.gradient_accumulation_steps
+            # Summed on the device and read at logging steps only: a .item() here would
+            # make the host wait for every micro batch's GPU work.
+            meter.add(output, source=train_loader.last_source if mixture_sources else None)
         step += 1
         tokens_seen += tokens_per_step
         elapsed = time.perf_counter() - started
         train_seconds += elapsed
         steps_this_session += 1
         meter.add_step(elapsed, data_seconds)
-        if progress is not None:
-            progress.update(1)
-            progress.set_postfix(loss=f"{step_loss:.3f}", refresh=False)
 
         record: dict[str, Any] = {}
         if step % cfg.log_every == 0 or step == cfg.max_steps:
             record.update(step=step, **meter.summarize(throughput), lr=lr, grad_norm=grad_norm)
+        if progress is not None:
+            progress.update(1)
+            if "loss" in record:  # the interval's mean, already on the host
+                progress.set_postfix(loss=f"{record['loss']:.3f}", refresh=False)
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
             record.update(step=step, **evaluate(engine, objective, loop_config, cfg, rank, world_size))
             if task_evaluator is not None:
@@ -193,8 +212,19 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
 
 
 def _build_model(cfg: PretrainConfig, loop_config: dict):
-    return build_model(cfg.model, vocab_size=loop_config["vocab_size"], max_seq_len=loop_config["seq_len"],
+    if loop_config.get("init_from") is not None:  # pretrain.init_from: the checkpoint's architecture
+        return build_initial_model(loop_config["init_from"], loop_config["token_ids"])
+    vocab_size = padded_vocab_size(loop_config["vocab_size"], cfg.model.pad_vocab_to_multiple_of)
+    return build_model(cfg.model, vocab_size=vocab_size, max_seq_len=loop_config["seq_len"],
                        **loop_config["token_ids"])
+
+
+def _load_init_from(model, source: dict, is_main: bool) -> None:
+    fresh = load_initial_weights(model, source)
+    if is_main:
+        print(f"[pretrain] init_from {source['path']}: loaded {source['weights_file']}"
+              + (f"; not in the checkpoint, freshly initialised: {', '.join(fresh)}" if fresh else ""),
+              flush=True)
 
 
 def _to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
@@ -208,12 +238,28 @@ def evaluate(engine, objective, loop_config: dict, cfg: PretrainConfig, rank: in
     if it is smaller), summed over every prediction of every rank, without label
     smoothing: val_loss (the objective's total), val_<part>_loss and _accuracy, and
     val_perplexity of the language-modelling part (clm, mlm or span). A fresh unshuffled
-    loader each time, so every evaluation scores the same rows."""
+    loader each time, so every evaluation scores the same rows. With dataset.mixture,
+    each source's validation split is scored this way (val_loss/<source>) and the
+    metrics are their weighted mean."""
     engine.eval()
-    loader = ExampleLoader(
-        loop_config["dataset_dir"], "validation", cfg.micro_batch_size, rank, world_size,
-        loop_config["seed"], shuffle=False, drop_last=False,
-    )
+    dataset_dir = loop_config["dataset_dir"]
+    parts = mixture_parts(read_index(dataset_dir))
+    if not parts:
+        record = _validation_record(engine, objective, dataset_dir, cfg, loop_config["seed"], rank, world_size)
+    else:
+        records = {part["name"]: _validation_record(engine, objective, part_dir(dataset_dir, part), cfg,
+                                                    loop_config["seed"], rank, world_size)
+                   for part in parts}
+        record = mixture_validation(records, {part["name"]: part["weight"] for part in parts},
+                                    objective.parts[0])
+    engine.train()
+    return record
+
+
+def _validation_record(engine, objective, dataset_dir: str, cfg: PretrainConfig, seed: int, rank: int,
+                       world_size: int) -> dict[str, float]:
+    loader = ExampleLoader(dataset_dir, "validation", cfg.micro_batch_size, rank, world_size, seed,
+                           shuffle=False, drop_last=False)
     totals = PartTotals(objective.parts, engine.device)  # on the engine's device: NCCL reduces GPU tensors only
     for _ in range(min(cfg.eval_batches, len(loader))):  # the loader is endless
         batch = _to_device(next(loader), engine.device)  # B may be smaller, even 0, in the last batch
@@ -224,11 +270,11 @@ def evaluate(engine, objective, loop_config: dict, cfg: PretrainConfig, rank: in
             continue
         totals.add(objective(engine, batch))
     dist.all_reduce(totals.totals)
-    engine.train()
     lm_part = objective.parts[0]
     if float(totals.totals[0, NUM_PREDICTIONS]) == 0:
+        engine.train()
         raise RuntimeError(
-            f"the validation split of {loop_config['dataset_dir']} is empty; the dataset stage "
+            f"the validation split of {dataset_dir} is empty; the dataset stage "
             "must write validation rows (dataset.validation_fraction)"
         )
     record = part_metrics(totals.as_dict(), prefix="val_")

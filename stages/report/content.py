@@ -5,11 +5,12 @@ Keys kept stable for readers of metrics.json: experiment, generated, stages, fin
 glue_average, problems, finetune_context ({task: {metric: {"baseline", "ci95",
 "verdict"}}}: each score's baseline, 95% interval and whether it is above the baseline;
 `stages.report.scores`), evaluation ({task: {"kind", "shots", "num_examples",
-"num_truncated", "scores": {metric: {"value", "ci95", "baseline", "baseline_kind",
+"num_truncated", "num_skipped", "scores": {metric: {"value", "ci95", "baseline", "baseline_kind",
 "higher_is_better", "verdict"}}}}: the evaluate stage's zero- and few-shot scores) and
 evaluation_snapshots ([{"step", "tokens", "task", "metric", "value", "ci95", "baseline",
 "higher_is_better", "verdict"}]: the same scores across pretraining;
-`stages.report.evaluation`).
+`stages.report.evaluation`) and mixture ([{"source", "weight", "train_tokens",
+"validation_tokens", "loss", "val_loss"}]: dataset.mixture's sources; `stages.report.mixture`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from stages.finetune.score_context import describe, read_contexts
 from stages.report.curves import pretrain_series, sample_curve
 from stages.report.evaluation import chance_problem, key_scores, read_evaluation, read_snapshots
+from stages.report.mixture import mixture_rows
 from stages.report.scores import (
     chance_problems, finetune_scores, glue_average, group_by_task, score_contexts, unreadable_problems,
 )
@@ -40,6 +42,8 @@ def build_report(source: RunSource, *, curve_points: int = 10) -> dict[str, Any]
     pretrain = source.stage("pretrain")
     evaluation = read_evaluation(source.stage("evaluate"))
     snapshots, snapshot_problem = read_snapshots(source.stage("evaluate"))
+    series = pretrain_series(pretrain.directory if pretrain else None)
+    dataset = source.stage("dataset")
     return {
         "experiment": source.name,
         "generated": time.time(),
@@ -48,8 +52,8 @@ def build_report(source: RunSource, *, curve_points: int = 10) -> dict[str, Any]
         "finetune_tasks": tasks,
         "finetune_context": contexts,
         "glue_average": glue_average(tasks, contexts),
-        "pretrain_curve": sample_curve(pretrain_series(pretrain.directory if pretrain else None),
-                                       curve_points),
+        "pretrain_curve": sample_curve(series, curve_points),
+        "mixture": mixture_rows(dataset.metrics if dataset else {}, series),
         "stats": {s.stage: scalar_metrics(s.metrics) for s in records
                   if s.stage in DATA_STAGES and s.manifest},
         "evaluation": evaluation,

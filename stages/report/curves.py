@@ -70,9 +70,11 @@ def panels(series: Series) -> dict[str, Series]:
     """Group a run's series into the plots a reader wants: training loss, validation
     loss, learning rate, throughput. Panels with no data are left out."""
     grouped: dict[str, Series] = {"Training loss": {}, "Validation loss": {},
-                                  "Learning rate": {}, "Throughput": {}}
+                                  "Loss per data source": {}, "Learning rate": {}, "Throughput": {}}
     for key, points in series.items():
-        if key.startswith("val_") and key.endswith("loss"):
+        if key.startswith(("loss/", "val_loss/")):  # dataset.mixture: one line per source
+            grouped["Loss per data source"][key] = points
+        elif key.startswith("val_") and key.endswith("loss"):
             grouped["Validation loss"][key] = points
         elif key.endswith("loss"):
             grouped["Training loss"][key] = points

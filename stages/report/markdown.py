@@ -7,6 +7,7 @@ from typing import Any
 from stages.finetune.score_context import VERDICTS
 from stages.report.content import format_time
 from stages.report.evaluation_render import evaluation_markdown
+from stages.report.mixture import mixture_markdown
 from stages.report.scores import BASELINE_LEGEND, context_cells
 
 
@@ -48,6 +49,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             out.append(f"| {p['step']} | {p['loss']:.4f} | {val} |")
     else:
         out.append("No training metrics found.")
+    out += mixture_markdown(report)
     out += _stats(report.get("stats", {})) + _lineage(report.get("lineage"))
     return "\n".join(out) + "\n"
 

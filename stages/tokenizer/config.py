@@ -8,16 +8,28 @@ is one new recipe function and one new value here.
 Only pydantic here: the engine loads this module at startup to validate the YAML.
 """
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, field_validator
 
 from stages.section import Section
 
 
 class TokenizerConfig(Section):
-    """Train a subword tokenizer on a seeded sample of the ingested documents."""
+    """Train a subword tokenizer on a seeded sample of the ingested documents, or reuse a
+    pretrained model's (`from`)."""
 
+    # `from` is a Python keyword: the field is from_, the YAML key `from` (either is accepted,
+    # so a dumped config validates again).
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
+
+    from_: str | None = Field(
+        None, alias="from", description="reuse the tokenizer of this pretrained model folder "
+        "(tokenizer.json, or vocab.txt for a BERT WordPiece) instead of training one, e.g. the "
+        "folder of pretrain.init_from; its special tokens are mapped by role "
+        "(special_tokens_map.json) and must include those dataset.objective needs. The other "
+        "tokenizer keys are then unused; null = train")
     kind: Literal["bpe", "wordpiece", "unigram"] = Field(
         "bpe", description="recipe: bpe = byte-level BPE as in GPT-2 (no unknown tokens, "
         "<|endoftext|> <|pad|>); wordpiece = BERT ([PAD] [UNK] [CLS] [SEP] [MASK], ## "
@@ -42,3 +54,13 @@ class TokenizerConfig(Section):
     add_prefix_space: bool = Field(
         False, description="bpe: treat a text's first word like one after a space, so "
         "'Hello' and ' Hello' tokenize alike (GPT-2: false)")
+
+    @field_validator("from_")
+    @classmethod
+    def _folder_exists(cls, path: str | None) -> str | None:
+        if path is not None and not Path(path).expanduser().is_dir():
+            raise ValueError(
+                f"{path} is not a directory (a relative path is taken from the directory the "
+                f"pipeline runs in, {Path.cwd()}); point it at a model folder with tokenizer.json "
+                "or vocab.txt, or unset tokenizer.from")
+        return path

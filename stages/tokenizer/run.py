@@ -11,6 +11,9 @@ Output (read by the dataset and fine-tuning stages, and by `transformers`):
     output_dir/tokenizer_config.json    so that transformers.AutoTokenizer.from_pretrained
                                         (output_dir) loads it as a PreTrainedTokenizerFast
 
+With tokenizer.from, the tokenizer of that model folder is written instead of a trained
+one (stages/tokenizer/from_folder.py), with the same three files.
+
 Training runs as one Ray task when the driver has started Ray (tokenizers then uses the
 task's node's cores), in this process otherwise. Same documents, config and seed -> the
 same tokenizer.json bytes.
@@ -30,6 +33,7 @@ import pyarrow.parquet as pq
 from stages.data.parallel import map_tasks
 from stages.ingest.sharding import document_shards
 from stages.tokenizer.config import TokenizerConfig
+from stages.tokenizer.from_folder import read_folder_tokenizer
 from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer
 from stages.tokenizer.sample import TrainingSample
 
@@ -56,6 +60,11 @@ def run(ctx: StageContext) -> dict:
         raise FileNotFoundError(
             f"no document shards in {ctx.inputs['ingest']}/documents; re-run the ingest stage "
             f"(pretrain run <config> --only ingest --force)")
+    if ctx.config.from_ is not None:
+        metrics = copy_folder_tokenizer(Path(ctx.config.from_).expanduser().resolve(), shards, ctx.output_dir,
+                                        ctx.experiment.dataset.objective)
+        ctx.metrics_log.log({"stage": "tokenizer", **metrics})
+        return metrics
     job = TrainJob(ctx.config, shards, ctx.experiment.seed, ctx.output_dir)
     [metrics] = map_tasks(train_tokenizer, [job], desc="tokenizer: train")
     if (warning := vocabulary_shortfall(metrics, ctx.config)) is not None:
@@ -134,6 +143,37 @@ def train_tokenizer(job: TrainJob) -> dict:
         "sample_bytes_used": sample.bytes_used,
         "sample_documents_used": sample.documents_used,
         "corpus_bytes": sample.corpus_bytes,
+    }
+
+
+def copy_folder_tokenizer(folder: Path, shards: list[Path], output_dir: Path, objective: str) -> dict:
+    """tokenizer.from: the folder's tokenizer, in this stage's output files; fails here,
+    naming the folder, if it lacks a special token `objective` needs."""
+    from stages.dataset.tokens import resolve_token_ids  # the dataset stage's own lookup
+
+    tokenizer, special_tokens = read_folder_tokenizer(folder)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    _write_atomic(output_dir / TOKENIZER_FILE, tokenizer.to_str(pretty=True))
+    _write_atomic(output_dir / SPECIAL_TOKENS_FILE, json.dumps(special_tokens, indent=2))
+    _write_atomic(output_dir / "tokenizer_config.json", json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", **special_tokens}, indent=2))
+    try:
+        resolve_token_ids(output_dir, objective)
+    except ValueError as error:
+        raise ValueError(f"tokenizer.from={folder}: its tokenizer cannot serve dataset.objective {objective!r} "
+                         f"({error}); use the tokenizer of a model trained on that objective") from error
+    probe = _first_texts(shards, 200)
+    encodings = tokenizer.encode_batch_fast(probe, add_special_tokens=False)
+    num_tokens = sum(len(e.ids) for e in encodings)
+    unknown_id = tokenizer.token_to_id(special_tokens["unk_token"]) if "unk_token" in special_tokens else None
+    state = json.loads(tokenizer.to_str())
+    return {
+        "kind": f"from:{(state.get('model') or {}).get('type', 'unknown').lower()}",
+        "vocab_size": tokenizer.get_vocab_size(),
+        "fertility": round(num_tokens / max(sum(len(text.split()) for text in probe), 1), 4),
+        "unknown_rate": round(sum(e.ids.count(unknown_id) for e in encodings) / max(num_tokens, 1), 6)
+        if unknown_id is not None else 0.0,
+        "fertility_sample": "train",
     }
 
 

@@ -4,6 +4,11 @@
     parallelize(model, activation_checkpointing=True, compile=True)
     engine = initialize_engine(model, ds_config=..., ...)
 
+or from the pretrain section (pretrain.activation_checkpointing, .compile; what the
+training loop does before create_engine):
+
+    parallelize_for(model, cfg)
+
 or the parts on their own:
 
     apply_activation_checkpointing(model)      # stages.models.checkpointing
@@ -40,12 +45,27 @@ def apply_compile(model: nn.Module, block_types: tuple[type[nn.Module], ...] = B
     return compiled
 
 
-def parallelize(model: nn.Module, *, activation_checkpointing: bool = False, compile: bool = False,
-                compile_kwargs: dict[str, Any] | None = None) -> nn.Module:
+def parallelize(model: nn.Module, *, activation_checkpointing: bool = False, checkpoint_every: int = 1,
+                compile: bool = False, compile_kwargs: dict[str, Any] | None = None) -> nn.Module:
     """Apply the requested wrappers in torchtitan's order (checkpointing inside the
-    compiled block, so the compiler sees the recompute); returns the same model."""
+    compiled block, so the compiler sees the recompute); returns the same model.
+    checkpoint_every: checkpoint every n-th block only (1 = all)."""
     if activation_checkpointing:
-        apply_activation_checkpointing(model)
+        apply_activation_checkpointing(model, every=checkpoint_every)
     if compile:
         apply_compile(model, **(compile_kwargs or {}))
     return model
+
+
+def parallelize_for(model: nn.Module, cfg: Any) -> nn.Module:
+    """parallelize() as a pretrain section asks: cfg.activation_checkpointing (none | full
+    | every_n with cfg.activation_checkpointing_every), cfg.compile with
+    cfg.compile_backend."""
+    mode = cfg.activation_checkpointing
+    return parallelize(
+        model,
+        activation_checkpointing=mode != "none",
+        checkpoint_every=cfg.activation_checkpointing_every if mode == "every_n" else 1,
+        compile=cfg.compile,
+        compile_kwargs={"backend": cfg.compile_backend},
+    )

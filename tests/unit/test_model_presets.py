@@ -35,6 +35,9 @@ def on_meta(name: str) -> torch.nn.Module:
         ("t5-small", 60_506_624, "60M"),
         ("t5-base", 222_903_552, "220M"),
         ("t5-v1_1-small", 76_961_152, "77M"),
+        # Llama-style: HF LlamaForCausalLM counts of JackFram/llama-160m and TinyLlama-1.1B.
+        ("llama-160m", 162_417_408, "160M"),
+        ("tinyllama-1.1b", 1_100_048_384, "1.1B"),
     ],
 )
 def test_preset_parameter_counts(name, expected, published):
@@ -50,7 +53,7 @@ def test_bert_pretraining_heads_add_the_hugging_face_amount():
 
 
 def test_debug_presets_are_tiny_and_run():
-    for name in ("gpt-debug", "bert-debug", "t5-debug"):
+    for name in ("gpt-debug", "llama-debug", "bert-debug", "t5-debug"):
         model = build_preset(name).eval()
         assert model.num_parameters() < 250_000
         ids = torch.randint(0, 512, (1, 8))
@@ -71,6 +74,9 @@ def test_flops_per_token_match_hand_computed_values():
     # GPT-2 small at 1024 tokens: N = 124,439,808 - 1024*768 (positions);
     # 6N + 12 * 12 layers * 768 * 1024.
     assert on_meta("gpt2-small").flops_per_token() == 6 * 123_653_376 + 12 * 12 * 768 * 1024 == 855_166_464
+    # TinyLlama at 2048: N = 1,100,048,384 - 32000*2048 (the untied embedding is a lookup;
+    # its separate head is counted); attention reads all 32 query heads: 12 * 22 * 2048 * 2048.
+    assert on_meta("tinyllama-1.1b").flops_per_token() == 6 * 1_034_512_384 + 12 * 22 * 2048 * 2048
     # BERT-base pre-training at 512: N = 110,106,428 - 512*768 - 2*768 (position, token type).
     assert on_meta("bert-base").flops_per_token(512) == 6 * 109_711_676 + 12 * 12 * 768 * 512 == 714_893_160
     # T5-small, 512 source / 128 target tokens. Encoder block: qkv 512*1536 + out 512*512

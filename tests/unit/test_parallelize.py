@@ -4,12 +4,6 @@ a real single-process DeepSpeed engine. No Ray."""
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,8 +11,8 @@ from torch._dynamo.utils import counters
 
 from stages.models import GPT, GPTConfig
 from stages.training.parallelize import apply_compile, parallelize
+from tests.engine_subprocess import run_engine_script
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIG = GPTConfig(vocab_size=64, max_seq_len=16, num_layers=2, hidden_size=32, num_heads=4)
 
 
@@ -93,22 +87,10 @@ print("RESULTS" + json.dumps(results))
 """
 
 
-def free_port() -> int:
-    """A port nobody listens on now, so parallel test runs do not collide on gloo's store."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def engine_results():
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "DS_ACCELERATOR": "cpu", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(free_port()), "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", ENGINE_SCRIPT], env=env, cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=600)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULTS")]
-    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads(lines[-1][len("RESULTS"):])
+    return run_engine_script(ENGINE_SCRIPT)
 
 
 def test_activation_checkpointing_trains_the_same_under_deepspeed_zero2(engine_results):

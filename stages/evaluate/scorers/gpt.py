@@ -178,11 +178,8 @@ class GPTScorer:
         positions, _ = pad_right([row.positions for row in rows], 0, self.device)  # (B, T)
         segments, _ = pad_right([row.segments for row in rows], -1, self.device)  # (B, T)
         mask = shared_prefix_mask(segments)  # (B, 1, T, T)
-        model = self.model
-        x = model.token_embedding(ids) + model.position_embedding(positions)  # (B, T, C), as GPT.hidden_states
-        for block in model.blocks:
-            x = block(x, mask)  # (B, T, C)
-        return model.final_norm(x)
+        # Learned (GPT-2) or rotary (llama) positions alike: each branch restarts its own.
+        return self.model.hidden_states_at(ids, positions, mask)  # (B, T, C)
 
 
 class RowSet:
