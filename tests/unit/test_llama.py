@@ -19,6 +19,7 @@ from stages.models.convert_llama import gpt_to_hf_llama, hf_llama_config, hf_lla
 from stages.models.generation import generate
 from stages.models.hf_export import export_hf, import_hf
 from tests.engine_subprocess import run_engine_script
+from tests.perturb import perturb_
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
 transformers = pytest.importorskip("transformers")
@@ -29,14 +30,6 @@ GQA = GPTConfig(variant="llama", vocab_size=99, max_seq_len=32, num_layers=2, hi
                 num_kv_heads=2, intermediate_size=48, rope_theta=500.0, layer_norm_eps=1e-6)
 MHA = GPTConfig(**{**GQA.__dict__, "num_kv_heads": 4, "rope_theta": 10000.0, "tie_word_embeddings": True})
 
-
-def perturb_(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    """Move every weight off its init (norm gains off 1) so that no mix-up can hide."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.05 * torch.randn(p.shape, generator=generator))
-    return model.eval()
 
 
 def hf_llama(config: GPTConfig):
