@@ -7,7 +7,9 @@ Public API (stable; finetune and pretrain build on it):
     from stages.models import build_model, save_pretrained, load_pretrained
 
     GPTConfig(*, vocab_size, max_seq_len, num_layers=2, hidden_size=128, num_heads=4,
-              dropout=0.0, layer_norm_eps=1e-5)
+              dropout=0.0, layer_norm_eps=1e-5, variant="gpt2" | "llama",
+              num_kv_heads=None, intermediate_size=None, rope_theta=None,
+              tie_word_embeddings=None)   # the last four: llama only (see gpt.py)
     GPT(config)
         .forward(input_ids, labels=None, attention_mask=None) -> (logits (B,T,V), loss|None)
             labels are shifted inside (position t predicts t+1); -100 = no loss
@@ -24,6 +26,8 @@ Public API (stable; finetune and pretrain build on it):
 
     stages.models.convert: gpt_to_hf_gpt2(state_dict, num_layers), hf_gpt2_to_gpt(...),
         hf_gpt2_config(GPTConfig) -> weights and config for Hugging Face GPT2LMHeadModel
+    stages.models.convert_llama: gpt_to_hf_llama(state_dict, config), hf_llama_to_gpt(...),
+        hf_llama_config(GPTConfig) -> the same for LlamaForCausalLM (variant llama)
 
 BERT and T5 (same conventions; see each module's docstring):
 
