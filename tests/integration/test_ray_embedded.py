@@ -22,8 +22,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-import psutil
 import pytest
+
+from tests.process_tree import end_process_tree
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -91,7 +92,7 @@ def live_head(ray_tmpdir):
         _wait_until_up(url, head, ray_tmpdir / "ray" / "ray_current_cluster", log_path)
         yield url
     finally:
-        _end_process_tree(head)
+        end_process_tree(head)
 
 
 def _wait_until_up(url: str, head: subprocess.Popen, address_file: Path, log: Path,
@@ -108,23 +109,6 @@ def _wait_until_up(url: str, head: subprocess.Popen, address_file: Path, log: Pa
             pass
         time.sleep(1)
     pytest.fail(f"the Ray head did not come up in {timeout_s}s:\n{log.read_text()[-3000:]}")
-
-
-def _end_process_tree(head: subprocess.Popen) -> None:
-    try:
-        processes = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return
-    head.terminate()  # `ray start --block` stops what it started on SIGTERM
-    # A short grace: whatever ignores SIGTERM is killed next, and waiting longer only
-    # adds to the suite (it was 20 s, spent whole by a process that never exits on its own).
-    _, alive = psutil.wait_procs(processes, timeout=5)
-    for process in alive:
-        try:
-            process.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(alive, timeout=10)
 
 
 def test_unset_address_does_not_join_a_live_head_on_this_machine(live_head, ray_tmpdir, tiny_run):

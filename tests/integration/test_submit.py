@@ -23,8 +23,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-import psutil
 import pytest
+
+from tests.process_tree import end_process_tree
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -71,7 +72,7 @@ def head_address():
         _wait_for_jobs_api(address, head, Path(temp_dir) / "ray-start.log")
         yield address
     finally:
-        _end_process_tree(head)
+        end_process_tree(head)
         log.close()
         shutil.rmtree(temp_dir, ignore_errors=True)
 
@@ -88,23 +89,6 @@ def _wait_for_jobs_api(address: str, head: subprocess.Popen, log: Path, timeout_
         except OSError:
             time.sleep(1)
     pytest.fail(f"the Ray head's dashboard did not answer at {address} in {timeout_s}s")
-
-
-def _end_process_tree(head: subprocess.Popen) -> None:
-    try:
-        processes = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return
-    head.terminate()  # `ray start --block` stops what it started on SIGTERM
-    # A short grace: whatever ignores SIGTERM is killed next, and waiting longer only
-    # adds to the suite (it was 20 s, spent whole by a process that never exits on its own).
-    _, alive = psutil.wait_procs(processes, timeout=5)
-    for process in alive:  # e.g. a job driver or an agent that outlived its parent
-        try:
-            process.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(alive, timeout=10)
 
 
 def pretrain(*args: str, env_extra: dict | None = None, timeout: float = 420) -> subprocess.CompletedProcess:

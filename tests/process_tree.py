@@ -1,0 +1,25 @@
+"""Stop a `ray start --head --block` process started by a test fixture, with everything it
+started."""
+
+from __future__ import annotations
+
+import subprocess
+
+import psutil
+
+
+def end_process_tree(head: subprocess.Popen) -> None:
+    try:
+        processes = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    head.terminate()  # `ray start --block` stops what it started on SIGTERM
+    # A short grace: whatever ignores SIGTERM is killed next, and waiting longer only
+    # adds to the suite (it was 20 s, spent whole by a process that never exits on its own).
+    _, alive = psutil.wait_procs(processes, timeout=5)
+    for process in alive:  # e.g. a job driver or an agent that outlived its parent
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=10)
