@@ -113,14 +113,16 @@ def finetune_config(task: str, settings: dict, model_path: str):
 def compare_task(task: str, settings: dict, *, model_path: str, args) -> dict:
     from finetune_transformers_trainer import train_with_transformers
 
+    from stages.finetune.families.base import TaskRequest
+    from stages.finetune.families.registry import family_for
     from stages.finetune.model_source import resolve_model_source
-    from stages.finetune.prepared import prepare_task
     from stages.finetune.tasks import get_task
 
     spec, cfg = get_task(task), finetune_config(task, settings, model_path)
     ours = run_ours(task, settings, model_path=model_path, args=args)
     source = resolve_model_source(model_path, Path("unused"))
-    prepared = prepare_task(spec, cfg, source=source, data_dir=args.data_dir, seed=args.seed)
+    prepared = family_for(spec, source["family"]).prepare(
+        TaskRequest(spec=spec, cfg=cfg, seed=args.seed, source=source, data_dir=Path(args.data_dir)))
     theirs = train_with_transformers(spec, cfg, prepared, model_path=model_path, seed=args.seed,
                                      output_dir=args.output / args.budget / task / "transformers",
                                      threads=args.threads)
@@ -179,15 +181,17 @@ def print_throughput(model_path: str, args) -> None:
     import torch
     import transformers
 
+    from stages.finetune.families.base import TaskRequest
+    from stages.finetune.families.registry import family_for
     from stages.finetune.model_source import build_task_model, load_backbone, resolve_model_source
-    from stages.finetune.prepared import prepare_task
     from stages.finetune.tasks import get_task
 
     torch.set_num_threads(args.threads)
     settings = BUDGETS["small"]["sst2"]
     cfg = finetune_config("sst2", {**settings, "max_train_examples": settings["micro_batch_size"] * 8}, model_path)
     source = resolve_model_source(model_path, Path("unused"))
-    train = prepare_task(get_task("sst2"), cfg, source=source, data_dir=args.data_dir, seed=args.seed).encoded["train"]
+    request = TaskRequest(spec=get_task("sst2"), cfg=cfg, seed=args.seed, source=source, data_dir=Path(args.data_dir))
+    train = family_for(request.spec, source["family"]).prepare(request).encoded["train"]
     batches = [{"input_ids": torch.as_tensor(train.input_ids[i:i + cfg.micro_batch_size], dtype=torch.long),
                 "attention_mask": torch.as_tensor(train.attention_mask[i:i + cfg.micro_batch_size], dtype=torch.long),
                 "token_type_ids": torch.as_tensor(train.token_type_ids[i:i + cfg.micro_batch_size], dtype=torch.long),

@@ -37,6 +37,7 @@ from stages.models.build import padded_vocab_size  # noqa: E402
 from stages.models.presets import build_preset, preset_config  # noqa: E402
 from stages.pretrain.config import PretrainConfig  # noqa: E402
 from stages.training.engine import create_engine, optimizer_step  # noqa: E402
+from stages.training.engine_settings import EngineSettings  # noqa: E402
 from stages.training.parallelize import parallelize_for  # noqa: E402
 
 
@@ -100,7 +101,7 @@ def run_variant(args: argparse.Namespace, variant: str, micro_batch_size: int) -
         "max_steps": args.warmup + args.steps, "peak_tflops": args.peak_tflops,
     })
     parallelize_for(model, cfg)  # what the training loop does before the engine: compile per block
-    engine = create_engine(model, cfg) if args.engine == "deepspeed" else TorchEngine(model, precision)
+    engine = create_engine(model, EngineSettings.from_pretrain(cfg)) if args.engine == "deepspeed" else TorchEngine(model, precision)
     vocab = model.config.vocab_size
     batches = [torch.randint(0, real_vocab, (micro_batch_size, args.seq_len), device=engine.device) for _ in range(4)]
     attention = check_flash_attention(engine, batches[0])

@@ -3,7 +3,7 @@ Both, side by side in one run, on the same files, on one local Ray with 2 CPUs:
 
     .venv/bin/python benchmarks/ingest_ray_data.py [--books 20] [--repeats 2]
 
-- tasks:    stages.data.parallel.map_tasks(clean_file, jobs), what the stage does;
+- tasks:    stages.ray_tasks.map_tasks(clean_file, jobs), what the stage does;
 - ray.data: ray.data.from_items(jobs).map(clean_file) with preserve_order, the same
             function as a Ray Data map (Ray Data's line readers cannot be used directly:
             paragraphs span lines, Gutenberg markers and error line numbers are per file).
@@ -26,10 +26,10 @@ sys.path.insert(0, str(REPO))
 import pyarrow.parquet as pq  # noqa: E402
 import ray  # noqa: E402
 
-from stages.data.parallel import map_tasks  # noqa: E402
 from stages.ingest.config import IngestConfig  # noqa: E402
 from stages.ingest.sources import resolve_sources  # noqa: E402
 from stages.ingest.staging import CleanJob, clean_file  # noqa: E402
+from stages.ray_tasks import map_tasks  # noqa: E402
 
 
 def clean_row(row: dict) -> dict:

@@ -77,6 +77,7 @@ def run_variant(args: argparse.Namespace) -> dict:
     from stages.pretrain.config import PretrainConfig
     from stages.pretrain.objectives import CausalLM
     from stages.training.engine import create_engine, optimizer_step
+    from stages.training.engine_settings import EngineSettings
     from stages.training.parallelize import parallelize_for
 
     torch.set_num_threads(args.threads)
@@ -92,7 +93,7 @@ def run_variant(args: argparse.Namespace) -> dict:
                          "num_heads": args.heads, "dropout": 0.0}, vocab_size=args.vocab, max_seq_len=args.seq_len)
     num_parameters = model.num_parameters()
     parallelize_for(model, cfg)
-    engine = create_engine(model, cfg)
+    engine = create_engine(model, EngineSettings.from_pretrain(cfg))
     engine_rss = rss_mb()
     objective = CausalLM(args.seq_len)
     generator = torch.Generator().manual_seed(0)

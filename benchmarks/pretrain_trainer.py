@@ -105,11 +105,12 @@ class OurTrainer:
         from stages.pretrain.config import PretrainConfig
         from stages.pretrain.objectives import CausalLM
         from stages.training.engine import create_engine
+        from stages.training.engine_settings import EngineSettings
 
         cfg = PretrainConfig(micro_batch_size=batch, zero_stage=zero_stage, lr=1e-4, warmup_steps=10,
                              max_steps=10_000, precision="fp32" if autocast else precision)
         user = {"torch_autocast": {"enabled": True, "dtype": "bfloat16"}} if autocast else None
-        self.engine = create_engine(model, cfg, user_deepspeed_config=user)
+        self.engine = create_engine(model, EngineSettings.from_pretrain(cfg), user_deepspeed_config=user)
         self.objective = CausalLM(model.config.max_seq_len)
 
     def step(self, ids) -> float:

@@ -63,6 +63,7 @@ def worker(rank: int, args: argparse.Namespace, config: str, port: int, result_d
     from stages.pretrain.config import PretrainConfig
     from stages.pretrain.objectives import CausalLM
     from stages.training.engine import create_engine, optimizer_step
+    from stages.training.engine_settings import EngineSettings
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=2)
@@ -75,7 +76,7 @@ def worker(rank: int, args: argparse.Namespace, config: str, port: int, result_d
                          "num_heads": args.heads, "dropout": 0.0}, vocab_size=args.vocab, max_seq_len=args.seq_len)
     cfg = PretrainConfig(micro_batch_size=args.batch, zero_stage=stage, lr=1e-4, warmup_steps=10,
                          max_steps=10_000, offload_optimizer=offload, offload_param=offload and stage == 3)
-    engine = create_engine(model, cfg)
+    engine = create_engine(model, EngineSettings.from_pretrain(cfg))
     objective = CausalLM(args.seq_len)
     generator = torch.Generator().manual_seed(rank)
     batches = [torch.randint(0, args.vocab, (args.batch, args.seq_len), generator=generator) for _ in range(4)]

@@ -1,22 +1,42 @@
 """The `pretrain` command: run, plan, status.
 
 Exit codes: 0 success, 1 a stage failed, 2 a usage or config mistake.
+
+These are the engine's commands (and `report` and `dashboard`, pipeline/cli_runs.py);
+`python -m pipeline.cli` runs them. The installed `pretrain` (cluster/cli.py) adds the
+cluster commands (`submit`, `jobs`, `logs`, `stop`) as a CommandGroup: the engine never
+imports the cluster package (`cluster -> pipeline -> stages`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import cli_cluster
+from pipeline import cli_runs
 from pipeline.config import ConfigError, load_config
 from pipeline.graph import STAGE_NAMES
 from pipeline.planner import Selection, plan
 from pipeline.status import format_table, render
 
 
-def build_parser() -> argparse.ArgumentParser:
+@dataclass(frozen=True)
+class CommandGroup:
+    """Subcommands that a package above the engine adds to `pretrain`: `add_commands`
+    registers them on the subparsers, `dispatch` runs parsed arguments and returns an
+    exit code, or None when the command is not one of its own."""
+
+    add_commands: Callable[[argparse._SubParsersAction], None]
+    dispatch: Callable[[argparse.Namespace], int | None]
+
+
+REPORT_COMMANDS = CommandGroup(add_commands=cli_runs.add_commands, dispatch=cli_runs.dispatch)
+
+
+def build_parser(extra_commands: Sequence[CommandGroup] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pretrain", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -50,14 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("run_dir", help="the experiment's workdir, e.g. runs/demo")
     verify.add_argument("--stage", action="append", choices=STAGE_NAMES, metavar="STAGE",
                         help="check only this stage (repeatable)")
-    cli_cluster.add_commands(commands)
+    for group in (REPORT_COMMANDS, *extra_commands):
+        group.add_commands(commands)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if (exit_code := cli_cluster.dispatch(args)) is not None:
-        return exit_code
+def main(argv: list[str] | None = None, extra_commands: Sequence[CommandGroup] = ()) -> int:
+    args = build_parser(extra_commands).parse_args(argv)
+    for group in (REPORT_COMMANDS, *extra_commands):
+        if (exit_code := group.dispatch(args)) is not None:
+            return exit_code
     try:
         if args.command == "status":
             print(render(Path(args.run_dir)))

@@ -1,4 +1,7 @@
-"""What a stage receives when it runs: its config, where to write, what it reads."""
+"""What a stage receives when it runs: its config, where to write, what it reads.
+
+Stages type it with the protocol stages.context.StageContext (they never import the
+engine), which this class satisfies."""
 
 from __future__ import annotations
 

@@ -25,10 +25,11 @@ from stages.tracking import MetricsLog
 def pid_recording_loop(loop_config: dict) -> None:
     import ray.train
 
+    from stages.pretrain.job import PretrainJob
     from stages.pretrain.train_loop import train_loop_per_worker
 
     rank = ray.train.get_context().get_world_rank()
-    pids_dir = Path(loop_config["output_dir"]) / "pids"
+    pids_dir = PretrainJob.from_loop_config(loop_config).output_dir / "pids"
     pids_dir.mkdir(exist_ok=True)
     (pids_dir / f"rank{rank}-{os.getpid()}").touch()
     train_loop_per_worker(loop_config)

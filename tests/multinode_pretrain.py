@@ -28,10 +28,11 @@ def node_recording_loop(loop_config: dict) -> None:
     import ray
     import ray.train
 
+    from stages.pretrain.job import PretrainJob
     from stages.pretrain.train_loop import train_loop_per_worker
 
     rank = ray.train.get_context().get_world_rank()
-    nodes_dir = Path(loop_config["output_dir"]) / "nodes"
+    nodes_dir = PretrainJob.from_loop_config(loop_config).output_dir / "nodes"
     nodes_dir.mkdir(exist_ok=True)
     (nodes_dir / f"rank{rank}").write_text(ray.get_runtime_context().get_node_id())
     train_loop_per_worker(loop_config)

@@ -13,7 +13,7 @@ splitting, encoding) the same way for all of them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -24,20 +24,7 @@ from stages.dataset.config import DatasetConfig
 from stages.dataset.examples import ExampleWriter, column_field
 from stages.dataset.rows import RowWriter
 from stages.dataset.sentence_pairs import PairSpans, SentenceWindow, window_pairs
-
-
-@dataclass(frozen=True)
-class TokenIds:
-    """The ids an objective needs, resolved from the tokenizer's special-token roles."""
-    vocab_size: int
-    eos: int | None = None
-    pad: int | None = None
-    cls: int | None = None
-    sep: int | None = None
-    mask: int | None = None
-    special: tuple[int, ...] = ()
-    sentinels: tuple[int, ...] = ()   # <extra_id_0>, <extra_id_1>, ... in order
-    continuation: tuple[int, ...] = field(default=(), repr=False)  # ids that do not start a word
+from stages.tokenizer.output import TokenIds
 
 
 @dataclass(frozen=True)

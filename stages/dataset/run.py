@@ -25,7 +25,7 @@ and their weights (stages/dataset/mixture.py); pretraining mixes them by weight
 Resuming: a shard whose files exist was finished by an earlier attempt and is kept; only
 the missing shards are built, then index.json is written (last).
 
-Why Ray tasks (stages.data.parallel) and not Ray Data: the unit of work is a whole
+Why Ray tasks (stages.ray_tasks) and not Ray Data: the unit of work is a whole
 ingest shard that reads one Parquet file and writes its own two Arrow files, so there
 is no stream of blocks between operators for Ray Data to pipeline or back-pressure, and
 keeping finished shards on a rerun is a file check per task. A `ray.data.from_items(jobs)
@@ -44,18 +44,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stages.data.packed import SPLITS, shard_path, token_dtype, write_index
-from stages.data.parallel import map_tasks
 from stages.dataset.config import DatasetConfig
 from stages.dataset.mixture import mixture_index, plan_mixture
-from stages.dataset.objectives import ObjectiveSpec, TokenIds, span_lengths
+from stages.dataset.objectives import ObjectiveSpec, span_lengths
 from stages.dataset.packing import PackJob, pack_shard, remove_partial_files
 from stages.dataset.stats import split_stats
-from stages.dataset.tokens import resolve_token_ids
 from stages.ingest.sharding import document_shards
-from stages.tokenizer.run import TOKENIZER_FILE
+from stages.ray_tasks import map_tasks
+from stages.tokenizer.output import TOKENIZER_FILE, TokenIds, resolve_token_ids
 
 if TYPE_CHECKING:
-    from pipeline.context import StageContext
+    from stages.context import StageContext
 
 
 def run(ctx: StageContext) -> dict:

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stages.data.parallel import map_tasks
 from stages.evaluate.config import EvaluateConfig
 from stages.evaluate.evaluate_task import TaskPlan, TaskReport, merge_answered, plan_task, run_requests, score_task
 from stages.evaluate.spec import TaskSpec, resolve_task_spec
+from stages.ray_tasks import map_tasks
 
 
 @dataclass(frozen=True)

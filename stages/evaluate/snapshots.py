@@ -19,7 +19,7 @@ from typing import Any
 
 from stages.evaluate.evaluate_task import plan_task, run_requests, score_task
 from stages.evaluate.spec import TaskSpec
-from stages.pretrain.snapshots import INDEX_NAME, SNAPSHOTS_DIR, read_snapshot_index
+from stages.snapshot_index import INDEX_NAME, SNAPSHOTS_DIR, read_snapshot_index
 
 
 def score_snapshots(pretrain_dir: str | Path, specs_and_shots: Sequence[tuple[TaskSpec, int]],

@@ -40,6 +40,12 @@ class FinetuneConfig(Section):
         None, ge=1,
         description="score on a seeded subset of this many dev examples (SQuAD questions, "
         "CoNLL sentences, GLUE rows); null = the whole dev set")
+    max_test_examples: int | None = Field(
+        None, ge=1,
+        description="GLUE: predict a seeded subset of this many test rows, for quick runs (like "
+        "run_glue.py's max_predict_samples: the submission file then holds only those rows, "
+        "which the GLUE server does not accept); null = the whole test split. CoNLL-2003's "
+        "test file is sampled by max_eval_examples")
     doc_stride: int = Field(128, ge=1, description="SQuAD: context tokens between the starts of "
                             "consecutive windows over a long context")
     max_query_len: int = Field(64, ge=1, description="SQuAD: question tokens kept (the rest is cut)")
@@ -107,7 +113,8 @@ class FinetuneConfig(Section):
         description="seed for the training subset, head init and shuffling; null = the "
         "experiment's top-level seed")
     log_every: int = Field(
-        10, ge=1, description="log train loss and lr (metrics.jsonl and the task's wandb run) every N steps")
+        10, ge=1, description="log train loss, gradient norm and lr (metrics.jsonl and the task's wandb run) every N "
+        "optimizer steps")
     eval_every_epoch: bool = Field(
         True,
         description="score the dev set after every epoch and log dev_<metric> per epoch (metrics.jsonl "

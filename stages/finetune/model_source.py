@@ -11,8 +11,8 @@ model_config.json, tokenizer.json; GPT, BERT or T5). "hf": a Hugging Face BERT f
 
 Heads by `head_config["head"]`: sequence_classification (GPT: last real token; BERT:
 pooled [CLS]), span_extraction (start/end logits), token_classification (a label per
-token). A T5 has no heads: every task is text to text (`stages.finetune.text_to_text`),
-the generated ids are its outputs, as wide as the task's targets.
+token). A T5 has no heads: the text-to-text task family builds its model
+(`stages.finetune.families.text_to_text`).
 """
 
 from __future__ import annotations
@@ -69,18 +69,13 @@ def load_backbone(source: dict[str, Any]):
 
 
 def build_task_model(head_config: dict[str, Any], backbone, dropout: float | None = None):
+    """A GPT or BERT `backbone` with the head `head_config` names."""
     from stages.models import (
-        T5, Bert, BertForSequenceClassification, GPTForSequenceClassification, SpanExtractionModel,
+        Bert, BertForSequenceClassification, GPTForSequenceClassification, SpanExtractionModel,
         TokenClassificationModel,
     )
 
     head = head_config.get("head", "sequence_classification")
-    if isinstance(backbone, T5):  # every task is text to text: the head only says which task family
-        from stages.finetune.text_to_text import TextToTextModel, max_target_len
-
-        if head not in HEADS:
-            raise ValueError(f"unknown head {head!r}; known: {', '.join(HEADS)}")
-        return TextToTextModel(backbone, max_target_len(head_config.get("task")))
     if head == "sequence_classification":
         cls = BertForSequenceClassification if isinstance(backbone, Bert) else GPTForSequenceClassification
         return cls(backbone, head_config["num_labels"], dropout=dropout)

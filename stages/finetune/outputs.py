@@ -12,7 +12,8 @@
                           e.g. SST-2.tsv; the files of all tasks zip into a submission (the
                           server needs a label on every row: an unreadable generation is
                           written as the first label / 0.000 there, counted in metrics.json)
-    model_outputs.npz     raw head outputs for dev and test (written by rank 0)
+    model_outputs.npz     raw head outputs for the predicted splits (written by rank 0 of
+                          the Ray Train run, `stages.finetune.worker`; read by the driver)
     model/                fine-tuned weights (rank 0; see stages.finetune.saved_model)
 """
 
@@ -31,6 +32,7 @@ from stages.finetune.tasks.examples import TaskExamples
 
 METRICS_NAME = "metrics.json"
 DEV_PREDICTIONS_NAME = "dev_predictions.tsv"
+OUTPUTS_NAME = "model_outputs.npz"  # raw head outputs per row, flattened: {"dev": (N, k), ...}
 UNREADABLE = "<unreadable>"  # a T5 generation that is no label word / no number (class -1, score NaN)
 
 

@@ -3,12 +3,23 @@
     metrics = run(ctx)     # {"sst2/accuracy": 0.71, "sst2/train_examples": 2000, ...}
 
 For each task in `finetune.tasks`, with the BERT paper's lr, epochs and batch where the
-config leaves them unset (`stages.finetune.task_defaults`): read the task's files (or its
-Hugging Face Hub copy, `finetune.source: hub`, `stages.finetune.hub`), tokenize them with the
-model's tokenizer, fine-tune the task's head (`model_source.build_task_model`: GPT or
-BERT from `finetune.init_from`) on the workers (`stages.finetune.worker`), then score
-the dev set and write predictions (see `stages.finetune.outputs` for the files). GLUE
-tasks in `stages.finetune.glue_task`, SQuAD in `squad.task`, CoNLL in `conll.task`.
+config leaves them unset (`stages.finetune.task_defaults`), one fixed path
+(`train_task`):
+
+    family_for(spec, model family)     which task family fine-tunes it (`families.registry`)
+    family.prepare(request)            read the task's files (or its Hugging Face Hub copy,
+                                       `finetune.source: hub`), sample, tokenize
+    fit(finetune_worker, job)          train on the Ray Train workers (`stages.finetune.worker`,
+                                       given a `job.FinetuneJob`); rank 0 leaves the raw
+                                       head outputs of the predicted splits
+    family.write_outputs(...)          prediction files and the family's scores
+    metrics.json                       plus the run facts (epochs, steps, seconds, best epoch)
+
+The families (`stages.finetune.families`): GLUE classification / regression, SQuAD spans
+and CoNLL tags on a GPT or BERT head, and text to text for a T5 on any of them. This
+module names none of them: a new task kind is a new family file and a line in the
+registry. A task no family can fine-tune (a T5 on a task it has no format for) is
+refused before any task trains.
 
 Tasks are independent runs: several train at the same time when the cluster has the
 CPUs (and GPUs) for them (`finetune.max_parallel_tasks`). Each has its own fingerprint
@@ -20,18 +31,24 @@ mid-training resumes from its last epoch checkpoint under `<output_dir>/ray/<tas
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from stages.finetune.best_checkpoint import best_epoch_facts
 from stages.finetune.config import FinetuneConfig
+from stages.finetune.families.base import TaskRequest
+from stages.finetune.families.registry import family_for
 from stages.finetune.inputs import INIT_FROM, task_input_files
+from stages.finetune.job import build_finetune_job
 from stages.finetune.model_source import check_seq_len, resolve_model_source
-from stages.finetune.outputs import is_task_finished, read_task_metrics
-from stages.finetune.prepared import PreparedTask
+from stages.finetune.outputs import OUTPUTS_NAME, is_task_finished, read_task_metrics, write_task_metrics
 from stages.finetune.task_cache import reuse_finished_task, task_fingerprint, write_task_fingerprint
 from stages.finetune.task_defaults import config_for_task
-from stages.finetune.tasks import ConllSpec, SquadSpec, get_task
+from stages.finetune.tasks import get_task
 
 RAY_STORAGE_DIR = "ray"  # the engine keeps it out of the manifest (scratch_dirs)
 
@@ -42,11 +59,8 @@ def run(ctx) -> dict[str, Any]:
     # Absolute paths: Ray Train workers run in their own working directories.
     source = resolve_model_source(cfg.init_from, Path(ctx.inputs["pretrain"]).resolve() / "model")
     check_seq_len(source, cfg.max_seq_len)
-    if source["family"] == "t5":  # text to text: a task without a format is refused before any training
-        from stages.finetune.text_to_text import check_supported
-
-        for name in cfg.tasks:
-            check_supported(get_task(name))
+    for name in cfg.tasks:  # a task no family fine-tunes on this model is refused before any training
+        family_for(get_task(name), source["family"])
     output_dir = Path(ctx.output_dir).resolve()
     data_dir = ctx.experiment.resolved_data_dir
     to_train: dict[str, str] = {}  # task -> its fingerprint
@@ -71,11 +85,10 @@ def run(ctx) -> dict[str, Any]:
 
     def train(name: str) -> None:
         write_task_fingerprint(output_dir / name, to_train[name])
-        _runner(get_task(name))(
-            get_task(name), config_for_task(cfg, name), seed=seed, source=source, data_dir=data_dir,
-            task_dir=output_dir / name,
-            storage_path=output_dir / RAY_STORAGE_DIR, metrics_log=ctx.metrics_log,
-            tracking={**tracking, "task_fingerprint": to_train[name]})
+        request = TaskRequest(spec=get_task(name), cfg=config_for_task(cfg, name), seed=seed, source=source,
+                              data_dir=Path(data_dir))
+        train_task(request, task_dir=output_dir / name, storage_path=output_dir / RAY_STORAGE_DIR,
+                   metrics_log=ctx.metrics_log, tracking={**tracking, "task_fingerprint": to_train[name]})
 
     slots = parallel_task_slots(cfg, len(to_train), _cluster_resources() if len(to_train) > 1 else {})
     run_concurrently(train, list(to_train), slots=slots)
@@ -132,54 +145,39 @@ def run_concurrently(train, names: list[str], slots: int) -> None:
         raise RuntimeError(f"finetune task {name} failed: {type(error).__name__}: {error}{others}") from error
 
 
-def _runner(spec):
-    if isinstance(spec, SquadSpec):
-        from stages.finetune.squad.task import finetune_squad
-
-        return finetune_squad
-    if isinstance(spec, ConllSpec):
-        from stages.finetune.conll.task import finetune_conll
-
-        return finetune_conll
-    from stages.finetune.glue_task import finetune_glue
-
-    return finetune_glue
-
-
-def build_loop_config(spec, cfg: FinetuneConfig, *, seed: int, source: dict[str, Any],
-                      prepared: PreparedTask, task_dir: Path, metrics_log,
-                      tracking: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What every worker receives. The token arrays go through Ray's object store once
-    (workers on any node read them zero-copy) instead of being pickled per worker.
-    The prepared task's scorers are logged per evaluation by rank 0; tracking:
-    {"experiment", "fingerprint"} for the task's wandb run."""
-    import ray
-
-    return {
-        "task": spec.name, "seed": seed, "config": cfg,
-        "head_config": {"head": spec.head, "task": spec.name,
-                        "num_labels": getattr(spec, "num_labels", 2), "labels": getattr(spec, "labels", None)},
-        "source": source, "data": ray.put(prepared.encoded), "predict_splits": prepared.predict_splits,
-        "task_dir": str(task_dir), "metrics_log": metrics_log,
-        "scorers": prepared.scorers, "tracking": tracking, "primary_metric": spec.metrics[0],
-    }
-
-
-def train_prepared_task(spec, cfg: FinetuneConfig, *, seed: int, source: dict[str, Any],
-                        prepared: PreparedTask, task_dir: Path, storage_path: Path, metrics_log,
-                        tracking: dict[str, Any] | None = None):
-    """One task's Ray Train run (every task family trains the same way; only preparing
-    and scoring differ). Returns the ray.train.Result; the workers leave their dev/test
-    outputs in task_dir."""
+def train_task(request: TaskRequest, *, task_dir: Path, storage_path: Path, metrics_log,
+               tracking: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Prepare, train, predict and write one task (the fixed path of the module
+    docstring); returns what its metrics.json holds."""
     from stages.finetune.worker import finetune_worker
     from stages.training.launch import fit
 
+    spec, cfg = request.spec, request.cfg
+    started = time.perf_counter()
+    family = family_for(spec, request.source["family"])
+    prepared = family.prepare(request)
+    print(f"[finetune] {spec.name}: {prepared.description}", flush=True)
+
     task_dir.mkdir(parents=True, exist_ok=True)
-    return fit(finetune_worker,
-               build_loop_config(spec, cfg, seed=seed, source=source, prepared=prepared,
-                                 task_dir=task_dir, metrics_log=metrics_log, tracking=tracking),
-               num_workers=cfg.num_workers, storage_path=storage_path, run_name=spec.name,
-               max_failures=cfg.max_failures, use_gpu=cfg.gpus_per_worker > 0)
+    job = build_finetune_job(request, family, prepared, task_dir=task_dir, metrics_log=metrics_log,
+                             tracking=tracking)
+    # Ray Train passes train_loop_config to every worker as a dict: the job is its one entry.
+    result = fit(finetune_worker, {"job": job}, num_workers=cfg.num_workers, storage_path=storage_path,
+                 run_name=spec.name, max_failures=cfg.max_failures, use_gpu=cfg.gpus_per_worker > 0)
+
+    with np.load(task_dir / OUTPUTS_NAME) as saved:
+        outputs = {split: saved[split] for split in prepared.predict_splits}
+    metrics = {
+        **family.write_outputs(request, prepared, outputs, task_dir),
+        "epochs": cfg.epochs, **best_epoch_facts(task_dir, cfg.keep_best),
+        "steps": int(result.metrics.get("step", 0)) if result.metrics else 0,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+    write_task_metrics(task_dir, {"task": spec.name, "primary_metric": spec.metrics[0], **metrics})
+    print(f"[finetune] {spec.name}: {family.summary(spec, metrics)} in {metrics['seconds']:.1f}s", flush=True)
+    for warning in metrics.get("warnings", []):
+        print(f"[finetune] WARNING {spec.name}: {warning}", flush=True)
+    return metrics
 
 
 def check_task_files(specs: list, data_dir: Path) -> None:

@@ -21,8 +21,11 @@ from typing import Any
 import torch.nn as nn
 from safetensors.torch import save_file
 
+from stages.finetune.families.registry import family_for
 from stages.finetune.model_source import build_task_model
+from stages.finetune.tasks import get_task
 from stages.models import Bert, load_pretrained, save_pretrained
+from stages.models.build import CONFIG_NAME
 from stages.models.hf_export import export_hf, import_hf
 from stages.models.weights_file import read_weights
 
@@ -56,8 +59,13 @@ def load_finetuned(directory: str | Path) -> tuple[nn.Module, dict[str, Any]]:
         raise FileNotFoundError(f"{config_path} not found: expected a <task>/model/ directory "
                                 "written by the finetune stage")
     head_config = json.loads(config_path.read_text(encoding="utf-8"))
-    backbone = import_hf(directory) if (directory / "config.json").is_file() else load_pretrained(directory)
-    model = build_task_model(head_config, backbone)
+    is_hf = (directory / "config.json").is_file()  # BERT backbones are saved as Hugging Face folders
+    backbone = import_hf(directory) if is_hf else load_pretrained(directory)
+    if "task" in head_config:
+        model_family = "bert" if is_hf else json.loads((directory / CONFIG_NAME).read_text()).get("family", "gpt")
+        model = family_for(get_task(head_config["task"]), model_family).build_model(head_config, backbone)
+    else:  # a head saved without its task (not by the stage): the head alone says what it is
+        model = build_task_model(head_config, backbone)
     missing, unexpected = model.load_state_dict(read_weights(directory / HEAD_WEIGHTS_NAME), strict=False)
     assert not unexpected and all(name.startswith("backbone.") for name in missing), (missing, unexpected)
     return model.eval(), head_config

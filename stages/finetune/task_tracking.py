@@ -1,6 +1,6 @@
 """Each fine-tuning task streams its own curves while it trains.
 
-    tracker = open_task_tracker(loop_config)     # rank 0 of the task's Ray Train run
+    tracker = open_task_tracker(job)     # rank 0 of the task's Ray Train run (a FinetuneJob)
     tracker.log({"loss": 0.41, "lr": 2e-5}, step=120)
     tracker.summary({"dev_accuracy": 0.91, ...}); tracker.finish()
 
@@ -62,19 +62,18 @@ class TaskMetricsLog(MetricsLog):
             yield
 
 
-def open_task_tracker(loop_config: dict[str, Any]) -> Tracker:
-    """loop_config keys used: task, config (FinetuneConfig), task_dir, metrics_log, and
-    tracking = {"experiment": ExperimentConfig, "fingerprint": the stage's,
-    "task_fingerprint": the task's} (absent: JSONL only)."""
-    task = loop_config["task"]
-    tracking = loop_config.get("tracking") or {}
-    cfg = loop_config["config"]
+def open_task_tracker(job) -> Tracker:
+    """job (a FinetuneJob) fields used: task, config (FinetuneConfig), task_dir,
+    metrics_log, and tracking = {"experiment": ExperimentConfig, "fingerprint": the
+    stage's, "task_fingerprint": the task's} (None: JSONL only)."""
+    tracking = job.tracking or {}
+    cfg = job.config
     return open_tracker(
         experiment=tracking.get("experiment"), stage=STAGE, fingerprint=tracking.get("fingerprint", ""),
-        output_dir=Path(loop_config["task_dir"]),
-        config={"task": task, "task_fingerprint": tracking.get("task_fingerprint"),
+        output_dir=Path(job.task_dir),
+        config={"task": job.task, "task_fingerprint": tracking.get("task_fingerprint"),
                 STAGE: cfg.model_dump() if hasattr(cfg, "model_dump") else dict(cfg)},
-        metrics_log=TaskMetricsLog(loop_config["metrics_log"].path, task), task=task)
+        metrics_log=TaskMetricsLog(job.metrics_log.path, job.task), task=job.task)
 
 
 def prefixed(prefix: str, scores: dict[str, Any]) -> dict[str, Any]:

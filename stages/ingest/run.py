@@ -46,7 +46,7 @@ raises the first failing file's exception in corpus order, with the worker trace
 a note. Still not Ray Data: its readers (the unit of work is a file, not a block of
 lines: paragraphs span lines, Gutenberg markers and error line numbers are per file, so
 Ray Data only schedules our calls), and step (3), which follows the global dedup barrier
-and shares map_tasks (stages/data/parallel.py) with the tokenizer and dataset stages.
+and shares map_tasks (stages/ray_tasks.py) with the tokenizer and dataset stages.
 """
 
 from __future__ import annotations
@@ -57,7 +57,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from stages.data.parallel import map_tasks, ray_is_up
 from stages.ingest.config import IngestConfig
 from stages.ingest.empty_input import (
     check_some_documents_kept,
@@ -70,9 +69,10 @@ from stages.ingest.ray_data_map import map_in_order
 from stages.ingest.sharding import keep_masks, plan_shards, write_shard
 from stages.ingest.sources import resolve_sources
 from stages.ingest.staging import CleanedFile, CleanJob, clean_file
+from stages.ray_tasks import map_tasks, ray_is_up
 
 if TYPE_CHECKING:
-    from pipeline.context import StageContext
+    from stages.context import StageContext
 
 
 def run(ctx: StageContext) -> dict:

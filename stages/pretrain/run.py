@@ -22,6 +22,9 @@ With pretrain.eval_tasks, the tasks' files are read here (from data_dir) and pla
 once; every eval_every the workers score them on the live model and log
 eval/<task>/<metric> beside the validation loss (stages/pretrain/eval_tasks.py).
 
+Everything the Ray Train workers need travels as one PretrainJob (stages/pretrain/job.py),
+built and checked here before Ray starts.
+
 Calling `run` again with the same output_dir (after the driver was killed, say) resumes
 from the last committed checkpoint and still ends at max_steps.
 """
@@ -37,8 +40,10 @@ from stages.data.packed import read_index
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.eval_tasks import plan_eval_tasks, scorer_token_ids
 from stages.pretrain.init_from import resolve_init_source
+from stages.pretrain.job import PretrainJob
 from stages.pretrain.train_loop import train_loop_per_worker
 from stages.training.deepspeed_config import resolve_deepspeed_config
+from stages.training.engine_settings import EngineSettings
 from stages.training.launch import fit
 
 RUN_NAME = "pretrain"
@@ -68,34 +73,34 @@ def run(ctx) -> dict[str, Any]:
     output_dir.mkdir(parents=True, exist_ok=True)
     # Read and merged here, so a broken file fails before Ray starts; logged and written
     # to output_dir/deepspeed_config.json.
-    user_deepspeed_config, deepspeed_overrides = resolve_deepspeed_config(cfg, output_dir)
+    user_deepspeed_config, deepspeed_overrides = resolve_deepspeed_config(
+        EngineSettings.from_pretrain(cfg), cfg.deepspeed_config, output_dir)
     # Planned here, once: a missing task file or an unusable tokenizer fails before Ray starts.
     eval_plans, eval_token_ids = [], {}
     if cfg.eval_tasks:
         eval_plans = plan_eval_tasks(cfg, Path(ctx.experiment.resolved_data_dir))
         eval_token_ids = scorer_token_ids(cfg.model.family, tokenizer_path, index["vocab_size"])
-    loop_config = {
-        "user_deepspeed_config": user_deepspeed_config,
-        "pretrain": cfg.model_dump(),
-        "seed": ctx.experiment.seed,
-        "dataset_dir": str(dataset_dir),
-        "tokenizer_path": str(tokenizer_path),
-        "output_dir": str(output_dir),
-        "seq_len": index["seq_len"],
-        "vocab_size": index["vocab_size"],
-        "token_ids": model_token_ids(index),
-        "init_from": init_source,
-        # Rank 0 opens the tracker (this JSONL log + wandb per tracking.wandb.mode)
-        # inside the worker: a live wandb run cannot be pickled across to it.
-        "metrics_log": ctx.metrics_log,
-        "experiment": ctx.experiment,
-        "fingerprint": ctx.fingerprint,
-        "eval_plans": eval_plans,
-        "eval_token_ids": eval_token_ids,
-    }
+    # Checked here (job.py), before Ray starts; every worker gets this one record.
+    job = PretrainJob(
+        config=cfg,
+        seed=ctx.experiment.seed,
+        dataset_dir=dataset_dir,
+        tokenizer_path=tokenizer_path,
+        output_dir=output_dir,
+        seq_len=index["seq_len"],
+        vocab_size=index["vocab_size"],
+        token_ids=model_token_ids(index),
+        metrics_log=ctx.metrics_log,
+        experiment=ctx.experiment,
+        fingerprint=ctx.fingerprint,
+        init_source=init_source,
+        user_deepspeed_config=user_deepspeed_config,
+        eval_plans=eval_plans,
+        eval_token_ids=eval_token_ids,
+    )
     result = fit(
         train_loop_per_worker,
-        loop_config,
+        job.as_loop_config(),
         num_workers=cfg.num_workers,
         storage_path=output_dir / "ray",
         run_name=RUN_NAME,

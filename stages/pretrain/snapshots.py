@@ -19,10 +19,9 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
-SNAPSHOTS_DIR = "snapshots"
-INDEX_NAME = "index.json"
+from stages.snapshot_index import INDEX_NAME, SNAPSHOTS_DIR, read_snapshot_index
+
 PARTIAL_SUFFIX = ".partial"
 
 
@@ -54,15 +53,6 @@ def remove_partial_snapshots(output_dir: Path) -> None:
             shutil.rmtree(staging, ignore_errors=True)
         else:
             staging.unlink(missing_ok=True)
-
-
-def read_snapshot_index(pretrain_dir: Path) -> list[dict[str, Any]]:
-    """The entries of <pretrain_dir>/snapshots/index.json, in step order; [] if there is none."""
-    path = Path(pretrain_dir) / SNAPSHOTS_DIR / INDEX_NAME
-    if not path.is_file():
-        return []
-    entries = json.loads(path.read_text(encoding="utf-8"))
-    return sorted(entries, key=lambda entry: entry["step"])
 
 
 def record_snapshot(output_dir: Path, step: int, tokens: int) -> None:

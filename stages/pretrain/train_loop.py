@@ -1,5 +1,13 @@
 """The pretraining loop that every Ray Train worker runs (worker side of the stage).
 
+    fit(train_loop_per_worker, job.as_loop_config(), ...)    # stages/pretrain/run.py
+
+Everything the loop needs arrives as one PretrainJob (stages/pretrain/job.py), built and
+checked by the driver: the pretrain section, the seed, the dataset, tokenizer and output
+paths, the dataset's seq_len / vocab_size / special token ids, and what the driver
+resolved from the user's files (init_from, deepspeed_config, eval_tasks). The engine comes
+from create_engine with EngineSettings.from_pretrain (stages/training/engine_settings.py).
+
 The loop is the same for every objective: the dataset's index.json names the objective
 (clm, mlm with nsp / sop / none, span; see stages/pretrain/objectives), which turns a
 batch into a loss and per-objective statistics; stages/pretrain/metrics.py turns those
@@ -34,6 +42,7 @@ from stages.models.build import padded_vocab_size
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.eval_tasks import TaskEvaluator
 from stages.pretrain.init_weights import build_initial_model, load_initial_weights
+from stages.pretrain.job import PretrainJob
 from stages.pretrain.metrics import (
     IntervalMeter, PartTotals, Throughput, mixture_validation, part_metrics, perplexity,
 )
@@ -42,56 +51,48 @@ from stages.pretrain.objectives.base import NUM_PREDICTIONS
 from stages.pretrain.snapshots import record_snapshot, remove_partial_snapshots, snapshot_path, write_model_folder
 from stages.training.checkpoint import report_checkpoint, restore_latest
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
+from stages.training.engine_settings import EngineSettings
 from stages.training.parallelize import parallelize_for
 from stages.tracking import open_tracker
 
 
 def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
-    """loop_config (built by stages/pretrain/run.py):
-    pretrain: PretrainConfig as a dict; seed; dataset_dir; tokenizer_path; output_dir;
-    seq_len, vocab_size, token_ids (special token ids for the model config; from the
-    dataset's index.json);
-    user_deepspeed_config (the pretrain.deepspeed_config file's JSON, or None);
-    metrics_log (rank 0's JSONL sink), experiment (the ExperimentConfig, for wandb
-    tracking), fingerprint (tags the wandb run);
-    eval_plans, eval_token_ids (pretrain.eval_tasks planned by the driver:
-    stages/pretrain/eval_tasks.py)."""
+    """Train per the PretrainJob in `loop_config` (PretrainJob.as_loop_config())."""
     import ray.train
 
-    # deepspeed_config: the driver read the file (loop_config["user_deepspeed_config"]);
-    # its path need not exist from this worker's working directory. Likewise eval_tasks:
-    # the driver planned them (loop_config["eval_plans"]).
-    cfg = PretrainConfig.model_validate({**loop_config["pretrain"], "deepspeed_config": None, "eval_tasks": [],
-                                         "init_from": None})  # resolved by the driver: loop_config["init_from"]
+    job = PretrainJob.from_loop_config(loop_config)
+    # Its paths (deepspeed_config, eval_tasks, init_from) are never read here: the driver
+    # resolved them into job.user_deepspeed_config, job.eval_plans and job.init_source.
+    cfg = job.config
     context = ray.train.get_context()
     rank, world_size = context.get_world_rank(), context.get_world_size()
-    seed = loop_config["seed"]
-    output_dir = Path(loop_config["output_dir"])
+    seed = job.seed
+    output_dir = job.output_dir
     is_main = rank == 0
 
     # Same seed on every rank: identical initial weights (DeepSpeed also broadcasts them).
     torch.manual_seed(seed)
-    model = _build_model(cfg, loop_config)
-    if loop_config.get("init_from") is not None and ray.train.get_checkpoint() is None:
+    model = _build_model(job)
+    if job.init_source is not None and ray.train.get_checkpoint() is None:
         # Before the engine exists (ZeRO-3 would shard the parameters); resuming restores
         # the run's own checkpoint into the engine instead.
-        _load_init_from(model, loop_config["init_from"], is_main)
+        _load_init_from(model, job.init_source, is_main)
     num_parameters = model.num_parameters()
-    objective = build_objective(read_index(loop_config["dataset_dir"]), cfg.model.family,
-                                Path(loop_config["dataset_dir"]) / "index.json")
+    objective = build_objective(read_index(job.dataset_dir), cfg.model.family, job.dataset_dir / "index.json")
     # Before the engine: ZeRO-3 empties the module's parameters, and the estimate counts them.
     flops_per_sample = objective.flops_per_sample(model)
     # Activation checkpointing and per-block compilation wrap the model from outside; its
     # state dict names (checkpoints, exported weights) stay the plain model's.
     parallelize_for(model, cfg)
-    # DeepSpeed config from cfg, with the user's raw DeepSpeed JSON (read by the driver)
-    # merged over it; AdamW and the lr schedule from cfg.
-    engine = create_engine(model, cfg, user_deepspeed_config=loop_config.get("user_deepspeed_config"))
+    # DeepSpeed config from the section's engine settings, with the user's raw DeepSpeed
+    # JSON (read by the driver) merged over it; AdamW and the lr schedule from them too.
+    engine = create_engine(model, EngineSettings.from_pretrain(cfg),
+                           user_deepspeed_config=job.user_deepspeed_config)
     # Endless (epoch after epoch, reshuffled per epoch); its state is one global position.
     # A dataset.mixture gives one loader per source, mixed by weight: every rank draws the
     # same source for each global micro batch (stages/data/mixing.py).
     train_loader = open_examples(
-        loop_config["dataset_dir"], "train", cfg.micro_batch_size, rank, world_size, seed, shuffle=True
+        job.dataset_dir, "train", cfg.micro_batch_size, rank, world_size, seed, shuffle=True
     )
     mixture_sources = tuple(train_loader.names) if isinstance(train_loader, MixtureLoader) else ()
 
@@ -107,9 +108,8 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         torch.manual_seed(seed + 1000 + rank)
 
     tracker = open_tracker(
-        experiment=loop_config["experiment"], stage="pretrain",
-        fingerprint=loop_config["fingerprint"], output_dir=output_dir,
-        config=loop_config["pretrain"], metrics_log=loop_config["metrics_log"]) if is_main else None
+        experiment=job.experiment, stage="pretrain", fingerprint=job.fingerprint, output_dir=output_dir,
+        config=cfg.model_dump(), metrics_log=job.metrics_log) if is_main else None
     if tracker is not None:
         # The steps after the checkpoint (logged before a crash, or by an attempt killed
         # before its first checkpoint) are trained again: drop their records, so that
@@ -126,9 +126,8 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     # Counted, not step x tokens_per_step: a run may resume on another number of workers.
     tokens_seen = state.get("tokens_seen", step * tokens_per_step) if state is not None else 0
     task_evaluator = TaskEvaluator(
-        loop_config["eval_plans"], cfg.model.family, Path(loop_config["tokenizer_path"]),
-        loop_config["eval_token_ids"], batch_size=cfg.micro_batch_size, engine=engine, rank=rank,
-        world_size=world_size) if loop_config.get("eval_plans") else None
+        job.eval_plans, cfg.model.family, job.tokenizer_path, job.eval_token_ids, batch_size=cfg.micro_batch_size,
+        engine=engine, rank=rank, world_size=world_size) if job.eval_plans else None
     if is_main and cfg.snapshot_every:
         remove_partial_snapshots(output_dir)
     meter = IntervalMeter(objective.parts, engine.device, sources=mixture_sources)
@@ -166,7 +165,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
             if "loss" in record:  # the interval's mean, already on the host
                 progress.set_postfix(loss=f"{record['loss']:.3f}", refresh=False)
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
-            record.update(step=step, **evaluate(engine, objective, loop_config, cfg, rank, world_size))
+            record.update(step=step, **evaluate(engine, objective, job, rank, world_size))
             if task_evaluator is not None:
                 record.update(task_evaluator.evaluate(engine))
         if record:
@@ -179,7 +178,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         snapshot_due = bool(cfg.snapshot_every) and step % cfg.snapshot_every == 0
         if snapshot_due and not _snapshot_exists(output_dir, step, is_main):
             destinations.append(snapshot_path(output_dir, step))
-        _write_weights(engine, cfg, loop_config, destinations, is_main)
+        _write_weights(engine, job, destinations, is_main)
         if snapshot_due and is_main:
             record_snapshot(output_dir, step, tokens_seen)
         if step % cfg.checkpoint_every == 0 or step == cfg.max_steps:
@@ -208,15 +207,15 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         # Resumed from the final checkpoint: the run had finished, but the driver died
         # before the engine recorded it. Export again (cheap) in case model/ is missing;
         # every rank must take part, so this does not depend on what one rank sees.
-        _write_weights(engine, cfg, loop_config, [output_dir / "model"], is_main)
+        _write_weights(engine, job, [output_dir / "model"], is_main)
 
 
-def _build_model(cfg: PretrainConfig, loop_config: dict):
-    if loop_config.get("init_from") is not None:  # pretrain.init_from: the checkpoint's architecture
-        return build_initial_model(loop_config["init_from"], loop_config["token_ids"])
-    vocab_size = padded_vocab_size(loop_config["vocab_size"], cfg.model.pad_vocab_to_multiple_of)
-    return build_model(cfg.model, vocab_size=vocab_size, max_seq_len=loop_config["seq_len"],
-                       **loop_config["token_ids"])
+def _build_model(job: PretrainJob):
+    if job.init_source is not None:  # pretrain.init_from: the checkpoint's architecture
+        return build_initial_model(job.init_source, job.token_ids)
+    model_cfg = job.config.model
+    vocab_size = padded_vocab_size(job.vocab_size, model_cfg.pad_vocab_to_multiple_of)
+    return build_model(model_cfg, vocab_size=vocab_size, max_seq_len=job.seq_len, **job.token_ids)
 
 
 def _load_init_from(model, source: dict, is_main: bool) -> None:
@@ -232,8 +231,7 @@ def _to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str
 
 
 @torch.no_grad()
-def evaluate(engine, objective, loop_config: dict, cfg: PretrainConfig, rank: int,
-             world_size: int) -> dict[str, float]:
+def evaluate(engine, objective, job: PretrainJob, rank: int, world_size: int) -> dict[str, float]:
     """Validation metrics over the first eval_batches batches per rank (all of the split
     if it is smaller), summed over every prediction of every rank, without label
     smoothing: val_loss (the objective's total), val_<part>_loss and _accuracy, and
@@ -242,13 +240,13 @@ def evaluate(engine, objective, loop_config: dict, cfg: PretrainConfig, rank: in
     each source's validation split is scored this way (val_loss/<source>) and the
     metrics are their weighted mean."""
     engine.eval()
-    dataset_dir = loop_config["dataset_dir"]
+    cfg, dataset_dir = job.config, job.dataset_dir
     parts = mixture_parts(read_index(dataset_dir))
     if not parts:
-        record = _validation_record(engine, objective, dataset_dir, cfg, loop_config["seed"], rank, world_size)
+        record = _validation_record(engine, objective, dataset_dir, cfg, job.seed, rank, world_size)
     else:
         records = {part["name"]: _validation_record(engine, objective, part_dir(dataset_dir, part), cfg,
-                                                    loop_config["seed"], rank, world_size)
+                                                    job.seed, rank, world_size)
                    for part in parts}
         record = mixture_validation(records, {part["name"]: part["weight"] for part in parts},
                                     objective.parts[0])
@@ -256,7 +254,7 @@ def evaluate(engine, objective, loop_config: dict, cfg: PretrainConfig, rank: in
     return record
 
 
-def _validation_record(engine, objective, dataset_dir: str, cfg: PretrainConfig, seed: int, rank: int,
+def _validation_record(engine, objective, dataset_dir: str | Path, cfg: PretrainConfig, seed: int, rank: int,
                        world_size: int) -> dict[str, float]:
     loader = ExampleLoader(dataset_dir, "validation", cfg.micro_batch_size, rank, world_size, seed,
                            shuffle=False, drop_last=False)
@@ -290,8 +288,7 @@ def _placeholder_batch(empty: dict[str, torch.Tensor]) -> dict[str, torch.Tensor
     return batch
 
 
-def _write_weights(engine, cfg: PretrainConfig, loop_config: dict, destinations: list[Path],
-                   is_main: bool) -> None:
+def _write_weights(engine, job: PretrainJob, destinations: list[Path], is_main: bool) -> None:
     """Rank 0 writes the full fp32 weights, model_config.json and tokenizer.json into each
     of `destinations` (output_dir/model, a snapshot folder), each renamed into place when
     complete. Collective when there is anything to write, because gathering sharded
@@ -301,11 +298,11 @@ def _write_weights(engine, cfg: PretrainConfig, loop_config: dict, destinations:
     state_dict = full_fp32_state_dict(engine)  # gathered once for every destination
     if not is_main:
         return
-    model = _build_model(cfg, loop_config)
+    model = _build_model(job)
     model.load_state_dict(state_dict, strict=True)
     for final in destinations:
         final.parent.mkdir(parents=True, exist_ok=True)
-        write_model_folder(model, Path(loop_config["tokenizer_path"]), final)
+        write_model_folder(model, job.tokenizer_path, final)
 
 
 def _snapshot_exists(output_dir: Path, step: int, is_main: bool) -> bool:

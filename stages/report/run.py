@@ -16,7 +16,7 @@ from stages.report.markdown import render_markdown
 from stages.report.sources import RunSource, source_from_context
 
 if TYPE_CHECKING:
-    from pipeline.context import StageContext
+    from stages.context import StageContext
 
 __all__ = ["run", "write_report", "render_markdown"]
 

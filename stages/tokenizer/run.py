@@ -30,20 +30,19 @@ from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
-from stages.data.parallel import map_tasks
 from stages.ingest.sharding import document_shards
+from stages.ray_tasks import map_tasks
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.from_folder import read_folder_tokenizer
+from stages.tokenizer.output import SPECIAL_TOKENS_FILE, TOKENIZER_FILE, resolve_token_ids
 from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer
 from stages.tokenizer.sample import TrainingSample
 
 if TYPE_CHECKING:
-    from pipeline.context import StageContext
+    from stages.context import StageContext
 
-TOKENIZER_FILE = "tokenizer.json"
 # Below this fraction of the requested vocabulary size, the stage warns (vocabulary_shortfall).
 SHORTFALL_RATIO = 0.9
-SPECIAL_TOKENS_FILE = "special_tokens_map.json"
 
 
 @dataclass(frozen=True)
@@ -149,8 +148,6 @@ def train_tokenizer(job: TrainJob) -> dict:
 def copy_folder_tokenizer(folder: Path, shards: list[Path], output_dir: Path, objective: str) -> dict:
     """tokenizer.from: the folder's tokenizer, in this stage's output files; fails here,
     naming the folder, if it lacks a special token `objective` needs."""
-    from stages.dataset.tokens import resolve_token_ids  # the dataset stage's own lookup
-
     tokenizer, special_tokens = read_folder_tokenizer(folder)
     output_dir.mkdir(parents=True, exist_ok=True)
     _write_atomic(output_dir / TOKENIZER_FILE, tokenizer.to_str(pretty=True))
@@ -189,7 +186,3 @@ def _write_atomic(path: Path, text: str) -> None:
     partial.write_text(text, encoding="utf-8")
     os.replace(partial, path)
 
-
-def load_special_tokens(tokenizer_dir: str | os.PathLike) -> dict[str, str]:
-    """Role -> token of a finished tokenizer output (eos_token, pad_token, ...)."""
-    return json.loads((Path(tokenizer_dir) / SPECIAL_TOKENS_FILE).read_text(encoding="utf-8"))

@@ -1,7 +1,7 @@
 """DeepSpeed config and optimizer parameter groups from our own settings.
 
     ds_config = build_deepspeed_config(micro_batch_size=8, zero_stage=2)
-    ds_config, overrides = deepspeed_config_for(pretrain_cfg, user_config)  # from a config section
+    ds_config, overrides = deepspeed_config_for(settings, user_config)  # from EngineSettings
     optimizer = torch.optim.AdamW(build_param_groups(model, weight_decay=0.1), lr=1e-3)
     engine, optimizer, _, scheduler = deepspeed.initialize(
         model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
@@ -25,30 +25,17 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch.nn as nn
 
 from stages.training.deepspeed_overrides import Override, merge_deepspeed_config, read_deepspeed_json
+from stages.training.engine_settings import EngineSettings, LossScaling
 
 logger = logging.getLogger(__name__)
 
 PRECISIONS = ("fp32", "bf16", "fp16")
-
-
-@dataclass(frozen=True)
-class LossScaling:
-    """fp16's dynamic loss scaling (DeepSpeed's fp16 section): start at
-    2**initial_scale_power, halve after `hysteresis` consecutive overflowing steps (the
-    step is skipped), double after `loss_scale_window` steps without one, never go below
-    min_loss_scale."""
-
-    initial_scale_power: int = 16
-    loss_scale_window: int = 1000
-    hysteresis: int = 2
-    min_loss_scale: float = 1.0
 
 
 def build_deepspeed_config(
@@ -98,23 +85,20 @@ def build_deepspeed_config(
     return config
 
 
-def deepspeed_config_for(cfg: Any, user_config: dict[str, Any] | None = None
+def deepspeed_config_for(settings: EngineSettings, user_config: dict[str, Any] | None = None
                          ) -> tuple[dict[str, Any], list[Override]]:
-    """The config for a training section (pretrain's: micro_batch_size, zero_stage,
-    precision, offload_*, loss_scaling, ...) with a user's raw DeepSpeed dict merged over
-    it, and the list of our values it replaced."""
-    scaling = cfg.loss_scaling
+    """The config for an engine's settings (micro_batch_size, zero_stage, grad_clip,
+    precision, offload_*, loss_scaling) with a user's raw DeepSpeed dict merged over it,
+    and the list of our values it replaced."""
     ours = build_deepspeed_config(
-        micro_batch_size=cfg.micro_batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        zero_stage=cfg.zero_stage,
-        gradient_clipping=cfg.gradient_clipping,
-        precision=cfg.precision,
-        offload_optimizer=cfg.offload_optimizer,
-        offload_param=cfg.offload_param,
-        loss_scaling=LossScaling(
-            initial_scale_power=scaling.initial_scale_power, loss_scale_window=scaling.loss_scale_window,
-            hysteresis=scaling.hysteresis, min_loss_scale=scaling.min_loss_scale),
+        micro_batch_size=settings.micro_batch_size,
+        gradient_accumulation_steps=settings.gradient_accumulation_steps,
+        zero_stage=settings.zero_stage,
+        gradient_clipping=settings.grad_clip,
+        precision=settings.precision,
+        offload_optimizer=settings.offload_optimizer,
+        offload_param=settings.offload_param,
+        loss_scaling=settings.loss_scaling,
     )
     if not user_config:
         return ours, []
@@ -171,21 +155,22 @@ def build_param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, 
     ]
 
 
-def resolve_deepspeed_config(cfg: Any, output_dir: Path, config_key: str = "pretrain.deepspeed_config"
+def resolve_deepspeed_config(settings: EngineSettings, user_file: str | None, output_dir: Path,
+                             config_key: str = "pretrain.deepspeed_config"
                              ) -> tuple[dict[str, Any] | None, list[Override]]:
-    """Driver side, before any worker starts: read the user's DeepSpeed JSON named by
-    `cfg.deepspeed_config` (errors name the file and line), log each value of ours it
-    overrides, and write output_dir/deepspeed_config.json with the generated config, the
-    user's file, the merged result (with one worker) and the overrides, so the run's
-    record (the manifest lists the file) shows what DeepSpeed was given. Returns the
-    user's dict (for the workers to merge again) and the overrides."""
-    user_config = read_deepspeed_json(cfg.deepspeed_config, config_key) if cfg.deepspeed_config else None
-    ours, _ = deepspeed_config_for(cfg)
-    merged, overrides = deepspeed_config_for(cfg, user_config)
+    """Driver side, before any worker starts: read the user's DeepSpeed JSON `user_file`
+    (the value of `config_key`; errors name the file and line), log each value of ours
+    it overrides, and write output_dir/deepspeed_config.json with the config generated
+    from `settings`, the user's file, the merged result (with one worker) and the
+    overrides, so the run's record (the manifest lists the file) shows what DeepSpeed was
+    given. Returns the user's dict (for the workers to merge again) and the overrides."""
+    user_config = read_deepspeed_json(user_file, config_key) if user_file else None
+    ours, _ = deepspeed_config_for(settings)
+    merged, overrides = deepspeed_config_for(settings, user_config)
     for override in overrides:
-        logger.warning("%s (%s) overrides %s", config_key, cfg.deepspeed_config, override)
+        logger.warning("%s (%s) overrides %s", config_key, user_file, override)
     record = {
-        "user_file": str(Path(cfg.deepspeed_config).resolve()) if cfg.deepspeed_config else None,
+        "user_file": str(Path(user_file).resolve()) if user_file else None,
         "overrides": [{"key": o.key, "ours": o.ours, "theirs": o.theirs} for o in overrides],
         "generated": ours, "user": user_config, "merged": merged,
     }

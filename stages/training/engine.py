@@ -1,13 +1,16 @@
 """Wrap a plain PyTorch model into a DeepSpeed engine, and get full weights back out.
 
-    engine = create_engine(model, pretrain_cfg, user_deepspeed_config=None)   # from a config
+    settings = EngineSettings.from_pretrain(cfg)        # or .for_finetuning(cfg, total_steps)
+    engine = create_engine(model, settings, user_deepspeed_config=None)
     engine = initialize_engine(model, ds_config=build_deepspeed_config(...), lr=1e-3,
-                               weight_decay=0.1, schedule=WarmupDecaySchedule(...))
+                               weight_decay=0.1, schedule=WarmupDecaySchedule(...))   # by hand
     loss = engine(input_ids, labels=input_ids)[1]
     engine.backward(loss)
     grad_norm = optimizer_step(engine)          # float at accumulation boundaries, else None
     state_dict = full_fp32_state_dict(engine)   # collective; every rank gets all weights
 
+Pretraining and fine-tuning both build their engine with create_engine, from the
+EngineSettings their config section fills (stages/training/engine_settings.py).
 The model stays unaware of DeepSpeed (torchtitan's "wrap from outside"). Call inside a
 Ray Train worker: the process group (gloo on CPU) already exists and DeepSpeed reuses it.
 """
@@ -22,20 +25,21 @@ import torch
 import torch.nn as nn
 
 from stages.training.deepspeed_config import build_param_groups, deepspeed_config_for
-from stages.training.schedule import WarmupDecaySchedule
+from stages.training.engine_settings import EngineSettings
 
 logger = logging.getLogger(__name__)
 
 
-def create_engine(model: nn.Module, cfg: Any, *, user_deepspeed_config: dict[str, Any] | None = None):
-    """The engine a training section asks for: DeepSpeed config from `cfg` (see
-    deepspeed_config_for) with `user_deepspeed_config` merged over it, AdamW(cfg.lr,
-    weight_decay, adam_betas; implementation cfg.optimizer_impl) and
-    WarmupDecaySchedule(warmup_steps, max_steps, lr_decay, min_lr_ratio). Rank 0 logs
-    every value of ours the user's config replaced."""
+def create_engine(model: nn.Module, settings: EngineSettings, *,
+                  user_deepspeed_config: dict[str, Any] | None = None):
+    """The engine `settings` describe: DeepSpeed config from them (see
+    deepspeed_config_for) with `user_deepspeed_config` merged over it, AdamW(lr,
+    weight_decay, adam_betas; implementation optimizer_impl) and settings.schedule()
+    (warmup_steps, max_steps, lr_decay, min_lr_ratio). Rank 0 logs every value of ours
+    the user's config replaced."""
     import torch.distributed as dist
 
-    ds_config, overrides = deepspeed_config_for(cfg, user_deepspeed_config)
+    ds_config, overrides = deepspeed_config_for(settings, user_deepspeed_config)
     if overrides and (not dist.is_initialized() or dist.get_rank() == 0):
         logger.warning("pretrain.deepspeed_config overrides %d generated value(s): %s",
                        len(overrides), "; ".join(str(o) for o in overrides))
@@ -44,12 +48,11 @@ def create_engine(model: nn.Module, cfg: Any, *, user_deepspeed_config: dict[str
     return initialize_engine(
         model,
         ds_config=ds_config,
-        lr=cfg.lr,
-        weight_decay=cfg.weight_decay,
-        betas=tuple(cfg.adam_betas),
-        optimizer_impl=cfg.optimizer_impl,
-        schedule=WarmupDecaySchedule(warmup_steps=cfg.warmup_steps, max_steps=cfg.max_steps,
-                                     decay=cfg.lr_decay, min_lr_ratio=cfg.min_lr_ratio),
+        lr=settings.lr,
+        weight_decay=settings.weight_decay,
+        betas=tuple(settings.adam_betas),
+        optimizer_impl=settings.optimizer_impl,
+        schedule=settings.schedule(),
     )
 
 

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+HEALTH_CHECK_INTERVAL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
+HEALTH_CHECK_INTERVAL_S = "0.25"
 
 
 def fit(
@@ -56,6 +58,11 @@ def fit(
     if num_workers < 1:
         raise ValueError(f"num_workers must be >= 1, got {num_workers}")
     storage_path = str(Path(storage_path).resolve()) if "://" not in str(storage_path) else str(storage_path)
+    # Ray Train's controller checks on its workers every 2 s by default, and every phase of
+    # a run (start, each worker group state, the end) waits for the next check: a run that
+    # does nothing took 17-26 s here, 14-19 s at 0.25 s. The driver's value reaches the
+    # controller (Ray Train propagates it); one set by the user wins.
+    os.environ.setdefault(HEALTH_CHECK_INTERVAL_ENV, HEALTH_CHECK_INTERVAL_S)
     trainer = killed_at_once_on_ctrl_c(TorchTrainer)(
         train_loop_per_worker,
         train_loop_config=loop_config,

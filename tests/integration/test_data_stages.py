@@ -10,11 +10,11 @@ import pytest
 
 from pipeline.context import StageContext
 from stages.data.loader import PackedSequenceLoader
-from stages.data.parallel import ray_is_up, run_in_process
 from stages.dataset.config import DatasetConfig
 from stages.dataset.run import run as run_dataset
 from stages.ingest.config import IngestConfig
 from stages.ingest.run import run as run_ingest
+from stages.ray_tasks import ray_is_up, run_in_process
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.run import run as run_tokenizer
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.data.parallel import ray_is_up, run_in_process
+from stages.ray_tasks import ray_is_up, run_in_process
 from tests.unit.test_dataset_objectives import build, make_corpus, make_tokenizer
 
 pytestmark = pytest.mark.ray

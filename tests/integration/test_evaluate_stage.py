@@ -11,10 +11,10 @@ import pytest
 
 from pipeline.config import ExperimentConfig
 from pipeline.context import StageContext
-from stages.data.parallel import run_in_process
 from stages.evaluate.config import EvaluateConfig
 from stages.evaluate.run import run
 from stages.models.build import build_model, save_pretrained
+from stages.ray_tasks import run_in_process
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer
 

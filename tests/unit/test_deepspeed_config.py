@@ -16,13 +16,13 @@ import torch
 from stages.models import GPT, GPTConfig
 from stages.pretrain.config import PretrainConfig
 from stages.training.deepspeed_config import (
-    LossScaling,
     build_deepspeed_config,
     build_param_groups,
     deepspeed_config_for,
     resolve_deepspeed_config,
 )
 from stages.training.deepspeed_overrides import Override, merge_deepspeed_config, read_deepspeed_json
+from stages.training.engine_settings import EngineSettings, LossScaling
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -108,7 +108,7 @@ def test_config_from_the_pretrain_section():
     cfg = PretrainConfig(micro_batch_size=3, gradient_accumulation_steps=2, zero_stage=3, precision="fp16",
                          gpus_per_worker=1, offload_optimizer=True, offload_param=True,
                          loss_scaling={"initial_scale_power": 10, "hysteresis": 4})
-    config, overrides = deepspeed_config_for(cfg)
+    config, overrides = deepspeed_config_for(EngineSettings.from_pretrain(cfg))
     assert overrides == []
     assert config["train_micro_batch_size_per_gpu"] == 3 and config["gradient_accumulation_steps"] == 2
     assert config["zero_optimization"]["offload_param"] == {"device": "cpu"}
@@ -164,7 +164,7 @@ def test_the_resolved_config_is_written_and_overrides_logged(tmp_path, caplog):
     user_file.write_text(json.dumps({"zero_optimization": {"stage": 1}, "prescale_gradients": True}))
     cfg = PretrainConfig(zero_stage=2, deepspeed_config=str(user_file))
     with caplog.at_level("WARNING"):
-        user, overrides = resolve_deepspeed_config(cfg, tmp_path)
+        user, overrides = resolve_deepspeed_config(EngineSettings.from_pretrain(cfg), cfg.deepspeed_config, tmp_path)
     assert user == {"zero_optimization": {"stage": 1}, "prescale_gradients": True}
     assert [str(o) for o in overrides] == ["zero_optimization.stage: ours 2, theirs 1"]
     assert "zero_optimization.stage: ours 2, theirs 1" in caplog.text and str(user_file) in caplog.text
@@ -173,7 +173,7 @@ def test_the_resolved_config_is_written_and_overrides_logged(tmp_path, caplog):
     assert record["generated"]["zero_optimization"]["stage"] == 2
     assert record["merged"]["zero_optimization"]["stage"] == 1 and record["merged"]["prescale_gradients"] is True
     # Without a user file: the generated config is recorded all the same.
-    assert resolve_deepspeed_config(PretrainConfig(), tmp_path) == (None, [])
+    assert resolve_deepspeed_config(EngineSettings.from_pretrain(PretrainConfig()), None, tmp_path) == (None, [])
     assert json.loads((tmp_path / "deepspeed_config.json").read_text())["overrides"] == []
 
 
@@ -200,6 +200,7 @@ from stages.models import GPT, GPTConfig
 from stages.training.deepspeed_config import build_deepspeed_config
 from stages.pretrain.config import PretrainConfig
 from stages.training.engine import create_engine, full_fp32_state_dict, initialize_engine, optimizer_step
+from stages.training.engine_settings import EngineSettings
 from stages.training.schedule import WarmupDecaySchedule
 
 dist.init_process_group("gloo", rank=0, world_size=1)
@@ -245,7 +246,7 @@ for stage, precision, offload in RUNS:
                                        "global_steps": engine.global_steps,
                                        "dtypes": sorted({str(t.dtype) for t in state.values()})}
 try:  # the real entry point, given a GPU config for fp16 on this CPU-only machine
-    create_engine(GPT(config), PretrainConfig(precision="fp16", gpus_per_worker=1))
+    create_engine(GPT(config), EngineSettings.from_pretrain(PretrainConfig(precision="fp16", gpus_per_worker=1)))
 except RuntimeError as error:
     results["fp16-error"] = str(error)
 print("RESULTS" + json.dumps(results))

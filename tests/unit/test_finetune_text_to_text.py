@@ -5,20 +5,19 @@ test_t5_squad_text.py and test_t5_ner_text.py."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 import torch
 
 from stages.finetune.encode import load_task_tokenizer
-from stages.finetune.model_source import build_task_model
+from stages.finetune.families.base import TaskRequest
+from stages.finetune.families.registry import family_for
 from stages.finetune.tasks import get_task
 from stages.finetune.tasks.tsv import read_split
 from stages.finetune.tasks import task_names
 from stages.finetune.text_to_text import (
-    MAX_TARGET_LEN, TextToTextModel, check_supported, class_ids, encode_text_to_text, file_predictions,
-    label_words, max_target_len, parse_score, score_text, text_to_text_scores,
+    MAX_TARGET_LEN, TextToTextModel, class_ids, encode_text_to_text, file_predictions, label_words,
+    parse_score, score_text, text_to_text_scores,
 )
 from stages.models import build_model
 from stages.tokenizer.config import TokenizerConfig
@@ -77,11 +76,14 @@ def test_word_labels_are_their_own_words_and_only_classification_has_them():
 
 
 def test_every_registered_task_has_a_text_to_text_format():
+    # (A task kind without a format: tests/unit/test_finetune_families.py.)
     for name in task_names():
-        check_supported(get_task(name))
-    with pytest.raises(ValueError, match="pos: a T5 model fine-tunes GLUE, SQuAD and CoNLL-2003"):
-        check_supported(SimpleNamespace(name="pos"))
-    assert (max_target_len("sst2"), max_target_len("squad_v2"), max_target_len("conll2003")) == (8, 32, 64)
+        assert family_for(get_task(name), "t5").name == "text_to_text"
+    t5 = build_model({"family": "t5", "num_layers": 1, "hidden_size": 32, "num_heads": 2, "ff_size": 64},
+                     vocab_size=100)
+    widths = [family_for(get_task(name), "t5").build_model({"task": name}, t5).max_target_len
+              for name in ("sst2", "squad_v2", "conll2003")]
+    assert widths == [8, 32, 64]
 
 
 def test_stsb_targets_are_scores_to_the_nearest_fifth_and_generations_are_read_as_floats(t5_tokenizer_path):
@@ -106,7 +108,7 @@ def test_the_model_learns_by_teacher_forcing_and_predicts_by_greedy_decoding():
     torch.manual_seed(0)
     t5 = build_model({"family": "t5", "num_layers": 1, "hidden_size": 32, "num_heads": 2, "ff_size": 64},
                      vocab_size=100)
-    model = build_task_model({"head": "sequence_classification", "num_labels": 2}, t5)
+    model = family_for(get_task("sst2"), "t5").build_model({"head": "sequence_classification", "task": "sst2"}, t5)
     assert isinstance(model, TextToTextModel)
     input_ids = torch.randint(3, 100, (4, 8))
     labels = torch.tensor([[5, 1, -100, -100]] * 2 + [[7, 8, 1, -100]] * 2)
@@ -126,21 +128,18 @@ def test_the_model_learns_by_teacher_forcing_and_predicts_by_greedy_decoding():
     assert generated[0, :2].tolist() == [5, 1] and (generated[0, 2:] == -1).all()  # nothing after </s>
     assert generated[2, :3].tolist() == [7, 8, 1]
     # Every head is text to text on a T5, with the task's target length as output width.
-    squad_model = build_task_model({"head": "span_extraction", "task": "squad"}, t5)
+    squad_model = family_for(get_task("squad"), "t5").build_model({"head": "span_extraction", "task": "squad"}, t5)
     assert isinstance(squad_model, TextToTextModel) and squad_model.max_target_len == 32
-    with pytest.raises(ValueError, match="unknown head"):
-        build_task_model({"head": "pointer"}, t5)
 
 
 def test_stsb_through_the_glue_task_gives_score_targets_and_float_submissions(t5_tokenizer_path, data_dir, tmp_path):
     from stages.finetune.config import FinetuneConfig
-    from stages.finetune.glue_task import prepare_glue
     from stages.finetune.outputs import write_submission
 
     spec = get_task("stsb")
     cfg = FinetuneConfig(tasks=["stsb"], max_train_examples=8, max_eval_examples=8, max_seq_len=32)
-    prepared = prepare_glue(spec, cfg, source={"tokenizer": t5_tokenizer_path, "family": "t5"},
-                            data_dir=data_dir, seed=0)
+    source = {"tokenizer": t5_tokenizer_path, "family": "t5"}
+    prepared = family_for(spec, "t5").prepare(TaskRequest(spec, cfg, seed=0, source=source, data_dir=data_dir))
     tokenizer = load_task_tokenizer(t5_tokenizer_path, 32)
     dev = prepared.encoded["dev"]
     targets = [tokenizer.decode([t for t in row if t >= 0]) for row in dev.labels]
@@ -150,7 +149,7 @@ def test_stsb_through_the_glue_task_gives_score_targets_and_float_submissions(t5
     outputs = np.where(dev.labels < 0, -1, dev.labels).astype(np.float32)
     scores = prepared.scorers["dev"](outputs)
     assert scores["pearson"] > 0.99 and scores["unreadable_predictions"] == 0
-    predictions = prepared.data["predictions"](outputs)
+    predictions = prepared.predictors["dev"](outputs)
     assert predictions.dtype == np.float32 and predictions.tolist() == pytest.approx([float(t) for t in targets])
     test = prepared.data["splits"]["test"]
     path = write_submission(tmp_path, spec, test.sample(8, 0), predictions)

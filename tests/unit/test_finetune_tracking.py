@@ -10,6 +10,7 @@ import pytest
 
 from pipeline.wandb_stage_log import log_stage
 from stages.finetune.config import FinetuneConfig
+from stages.finetune.job import FinetuneJob
 from stages.finetune.task_tracking import TaskMetricsLog, open_task_tracker, prefixed
 from stages.tracking import MetricsLog
 from tests.wandb_offline import offline_log
@@ -20,10 +21,12 @@ def experiment(mode: str):
     return SimpleNamespace(name="unit", tracking=SimpleNamespace(wandb=wandb))
 
 
-def loop_config(tmp_path, task: str, mode: str) -> dict:
-    return {"task": task, "config": FinetuneConfig(tasks=[task]), "task_dir": str(tmp_path / task),
-            "metrics_log": MetricsLog(tmp_path / "metrics.jsonl"),
-            "tracking": {"experiment": experiment(mode), "fingerprint": "fp0123456789"}}
+def job(tmp_path, task: str, mode: str) -> FinetuneJob:
+    return FinetuneJob(task=task, family="glue", seed=0, config=FinetuneConfig(tasks=[task]), head_config={},
+                       source={}, data=None, predict_splits=("dev",), task_dir=str(tmp_path / task),
+                       metrics_log=MetricsLog(tmp_path / "metrics.jsonl"), scorers={},
+                       tracking={"experiment": experiment(mode), "fingerprint": "fp0123456789"},
+                       primary_metric="accuracy")
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +44,7 @@ def test_records_are_marked_with_their_task(tmp_path):
 
 def test_each_task_streams_its_own_offline_run(tmp_path):
     for task, loss in (("sst2", 0.69), ("rte", 0.71)):
-        tracker = open_task_tracker(loop_config(tmp_path, task, "offline"))
+        tracker = open_task_tracker(job(tmp_path, task, "offline"))
         tracker.log({"epoch": 0, "loss": loss, "lr": 1e-4}, step=5)
         tracker.log({"epoch": 0, "dev_accuracy": 0.75}, step=5)
         tracker.summary({"dev_accuracy": 0.75, "train_examples": 200})
@@ -57,7 +60,7 @@ def test_each_task_streams_its_own_offline_run(tmp_path):
 
 
 def test_disabled_wandb_writes_jsonl_only(tmp_path):
-    tracker = open_task_tracker(loop_config(tmp_path, "sst2", "disabled"))
+    tracker = open_task_tracker(job(tmp_path, "sst2", "disabled"))
     tracker.log({"loss": 0.5}, step=1)
     tracker.finish()
     assert MetricsLog(tmp_path / "metrics.jsonl").read()[0]["task"] == "sst2"

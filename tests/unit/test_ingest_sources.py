@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from stages.data.parallel import run_in_process
+from stages.ray_tasks import run_in_process
 from tests.unit.test_ingest_run import documents, ingest, write
 
 PROSE = "The old farmhouse stood on the hill above the river, and nobody went near it."

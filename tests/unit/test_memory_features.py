@@ -73,6 +73,7 @@ import torch.distributed as dist
 from stages.models.presets import build_preset
 from stages.pretrain.config import PretrainConfig
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
+from stages.training.engine_settings import EngineSettings
 from stages.training.parallelize import parallelize_for
 
 dist.init_process_group("gloo", rank=0, world_size=1)
@@ -98,7 +99,7 @@ for name, settings in VARIANTS.items():
     model = build_preset("gpt-debug", num_layers=4, dropout=0.1)
     names = list(model.state_dict())
     parallelize_for(model, cfg)
-    engine = create_engine(model, cfg)
+    engine = create_engine(model, EngineSettings.from_pretrain(cfg))
     losses = []
     for step in range(cfg.max_steps):
         torch.manual_seed(100 + step)  # the same dropout masks in every variant

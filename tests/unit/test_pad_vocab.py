@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from stages.models.build import load_pretrained, padded_vocab_size, save_pretrained
-from stages.pretrain.config import PretrainConfig
 from stages.pretrain.train_loop import _build_model
+from tests.unit.test_pretrain_job import make_job
 
 
 def test_rounding_up():
@@ -19,17 +19,15 @@ def test_rounding_up():
 
 
 def test_the_pretraining_model_gets_the_padded_rows_and_keeps_them_through_save_and_load(tmp_path):
-    cfg = PretrainConfig.model_validate(
-        {"model": {"family": "gpt", "num_layers": 1, "hidden_size": 32, "num_heads": 2,
-                   "pad_vocab_to_multiple_of": 64}})
-    loop_config = {"vocab_size": 1000, "seq_len": 16, "token_ids": {}}
-    model = _build_model(cfg, loop_config)
+    job = make_job(tmp_path, {"model": {"family": "gpt", "num_layers": 1, "hidden_size": 32, "num_heads": 2,
+                                        "pad_vocab_to_multiple_of": 64}}, vocab_size=1000, seq_len=16)
+    model = _build_model(job)
     assert model.config.vocab_size == 1024 and model.token_embedding.weight.shape[0] == 1024
     ids = torch.randint(0, 1000, (2, 16))
     logits, loss = model(ids, labels=ids)
     assert logits.shape[-1] == 1024 and torch.isfinite(loss)
     loaded = load_pretrained(save_pretrained(model, tmp_path / "model"))
     assert loaded.config.vocab_size == 1024
-    unpadded = PretrainConfig.model_validate({"model": {"family": "gpt", "num_layers": 1, "hidden_size": 32,
-                                                        "num_heads": 2}})
-    assert _build_model(unpadded, loop_config).config.vocab_size == 1000
+    unpadded = make_job(tmp_path, {"model": {"family": "gpt", "num_layers": 1, "hidden_size": 32, "num_heads": 2}},
+                        vocab_size=1000, seq_len=16)
+    assert _build_model(unpadded).config.vocab_size == 1000

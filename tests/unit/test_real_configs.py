@@ -100,6 +100,7 @@ from stages.models import build_model
 from stages.models.build import padded_vocab_size
 from stages.pretrain.objectives import CausalLM, MaskedLM, SpanCorruption
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
+from stages.training.engine_settings import EngineSettings
 from stages.training.parallelize import parallelize_for
 
 dist.init_process_group("gloo", rank=0, world_size=1)
@@ -135,7 +136,7 @@ for name in sys.argv[1:]:
         batch = {"input_ids": ids(BATCH, SEQ), "attention_mask": torch.ones(BATCH, SEQ, dtype=torch.long),
                  "decoder_input_ids": ids(BATCH, TARGETS), "labels": ids(BATCH, TARGETS)}
     parallelize_for(model, cfg)
-    engine = create_engine(model, cfg)
+    engine = create_engine(model, EngineSettings.from_pretrain(cfg))
     losses = []
     for step in range(cfg.max_steps):
         output = objective(engine, batch)

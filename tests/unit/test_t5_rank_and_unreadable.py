@@ -14,13 +14,15 @@ import torch.nn.functional as F
 
 from stages.finetune.config import FinetuneConfig
 from stages.finetune.encode import load_task_tokenizer
-from stages.finetune.glue_task import glue_scores, prepare_glue, unreadable_facts
-from stages.finetune.model_source import build_task_model
+from stages.finetune.families.base import TaskRequest
+from stages.finetune.families.glue import glue_scores
+from stages.finetune.families.registry import family_for
 from stages.finetune.outputs import UNREADABLE, write_dev_predictions, write_submission
 from stages.finetune.tasks import get_task
 from stages.finetune.tasks.examples import TaskExamples
 from stages.finetune.tasks.tsv import read_split
 from stages.finetune.text_to_text import encode_text_to_text
+from stages.finetune.text_to_text.glue import unreadable_facts
 from stages.finetune.text_to_text.rank import enable_rank_scoring, label_log_likelihoods, label_targets, ranks_labels
 from stages.models import build_model
 from stages.tokenizer.config import TokenizerConfig
@@ -43,7 +45,12 @@ def tiny_t5_model(tokenizer_path: str, seed: int = 0):
     vocab = load_task_tokenizer(tokenizer_path, 16).get_vocab_size()
     t5 = build_model({"family": "t5", "num_layers": 1, "hidden_size": 32, "num_heads": 2, "ff_size": 64,
                       "dropout": 0.0}, vocab_size=vocab)
-    return build_task_model({"head": "sequence_classification", "task": "sst2", "num_labels": 2}, t5)
+    return family_for(get_task("sst2"), "t5").build_model(
+        {"head": "sequence_classification", "task": "sst2", "num_labels": 2}, t5)
+
+
+def prepare_glue(spec, cfg, *, source, data_dir, seed):
+    return family_for(spec, source["family"]).prepare(TaskRequest(spec, cfg, seed, source, data_dir))
 
 
 def test_label_targets_are_the_label_words_ending_with_eos(tokenizer_path):
@@ -116,7 +123,7 @@ def test_rank_scoring_prepares_the_task_like_a_classification_head(tokenizer_pat
     dev_labels = prepared.data["splits"]["dev"].labels
     outputs = np.eye(2, dtype=np.float32)[dev_labels] - 5.0  # log-likelihoods favouring the gold word
     assert prepared.scorers["dev"](outputs) == {"accuracy": 1.0}
-    assert prepared.data["predictions"](outputs).tolist() == dev_labels.tolist()
+    assert prepared.predictors["dev"](outputs).tolist() == dev_labels.tolist()
     # Generating (the default): outputs are token ids read back as words.
     generating = prepare_glue(spec, FinetuneConfig(tasks=["sst2"], max_train_examples=8, max_eval_examples=8,
                                                    max_seq_len=32), source=source, data_dir=data_dir, seed=0)

@@ -16,7 +16,7 @@ from tokenizers import Tokenizer
 
 from pipeline.config import load_config
 from pipeline.fingerprint import compute_all
-from stages.dataset.tokens import resolve_token_ids
+from stages.tokenizer.output import resolve_token_ids
 from stages.tokenizer.run import copy_folder_tokenizer
 from tests.pretrained_dirs import book_paragraphs, train_tokenizer
 

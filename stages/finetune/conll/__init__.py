@@ -3,5 +3,6 @@
     reader.py    column file (IOB1 or IOB2) -> sentences of (words, IOB2 tags)
     encode.py    words -> token arrays, the word's label on its first subword (others -100)
     evaluate.py  entity-level P/R/F1 per type (seqeval, conlleval mode), conlleval-format output
-    task.py      the finetune stage's run of the CoNLL task
+
+The finetune stage's CoNLL task family is `stages.finetune.families.conll`.
 """

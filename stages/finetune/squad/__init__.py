@@ -5,5 +5,7 @@ n-best span decoding, and the official EM / F1.
     windows.py   question + context windows as fixed-length token arrays with offsets
     decode.py    start/end logits -> n-best answers, null-answer odds (v2.0)
     evaluate.py  EM / F1 as the official evaluation scripts, null threshold search
-    task.py      the finetune stage's run of one SQuAD task (train, predict, write files)
+
+The finetune stage's SQuAD task family (preparing, scoring, writing the files) is
+`stages.finetune.families.squad`.
 """

@@ -8,22 +8,23 @@ the task's own predictions, then scored by the same code as the other heads.
     pairs.py     (source, target) texts -> token arrays; generated ids -> texts
     model.py     TextToTextModel: teacher forcing with labels, greedy generation without
     rank.py      finetune.t5_scoring: rank: GLUE classes by label-word log-likelihood, no generation
-    families.py  target length per task family; the error for a task with no format
+
+The finetune stage reaches them through its text-to-text task family
+(`stages.finetune.families.text_to_text`), which picks the format by task kind.
 
 Each module's docstring states its format and what happens to generations that do not
 fit it (counted in the task's metrics, never silently).
 """
 
-from stages.finetune.text_to_text.families import check_supported, max_target_len
 from stages.finetune.text_to_text.glue import (
     LABEL_WORDS, MAX_TARGET_LEN, class_ids, encode_text_to_text, file_predictions, label_words, parse_score,
-    score_text, scored_predictions, source_texts, text_to_text_scores,
+    score_text, scored_predictions, source_texts, text_to_text_scores, unreadable_facts,
 )
 from stages.finetune.text_to_text.model import TextToTextModel
 from stages.finetune.text_to_text.pairs import IGNORE_INDEX, generated_texts
 
 __all__ = [
-    "IGNORE_INDEX", "LABEL_WORDS", "MAX_TARGET_LEN", "TextToTextModel", "check_supported", "class_ids",
-    "encode_text_to_text", "file_predictions", "generated_texts", "label_words", "max_target_len",
-    "parse_score", "score_text", "scored_predictions", "source_texts", "text_to_text_scores",
+    "IGNORE_INDEX", "LABEL_WORDS", "MAX_TARGET_LEN", "TextToTextModel", "class_ids", "encode_text_to_text",
+    "file_predictions", "generated_texts", "label_words", "parse_score", "score_text", "scored_predictions",
+    "source_texts", "text_to_text_scores", "unreadable_facts",
 ]

@@ -122,3 +122,26 @@ def text_to_text_scores(spec, tokenizer_path: str, labels: np.ndarray, outputs: 
     if spec.is_regression:
         predicted = np.nan_to_num(predicted, nan=INVALID_SCORE)
     return {**compute_metrics(spec.metrics, predicted, labels), "unreadable_predictions": unreadable}
+
+
+def unreadable_facts(spec, cfg, dev_predictions: np.ndarray, test_predictions: np.ndarray) -> dict:
+    """A generating T5: the share of dev generations that are no label word (no number),
+    the unreadable test rows, and a warning past finetune.max_unreadable_fraction."""
+    from stages.finetune.outputs import DEV_PREDICTIONS_NAME, UNREADABLE, unreadable_rows
+
+    count = int(unreadable_rows(dev_predictions).sum())
+    fraction = count / max(1, len(dev_predictions))
+    facts: dict = {"unreadable_fraction": fraction,
+                   "test_unreadable_predictions": int(unreadable_rows(test_predictions).sum())}
+    if fraction > cfg.max_unreadable_fraction:
+        if spec.is_regression:
+            expected, scored, advice = "a number", "scored as 0.0", "train longer or on more examples"
+        else:
+            expected = "a label word (" + ", ".join(label_words(spec)) + ")"
+            scored, advice = "scored as wrong", "train longer or on more examples, or set finetune.t5_scoring: rank"
+        facts["warnings"] = [
+            f"{count} of {len(dev_predictions)} dev generations ({fraction:.0%}) are not {expected}: they are "
+            f"{scored} and written as {UNREADABLE} in {DEV_PREDICTIONS_NAME}, so the dev scores mostly measure "
+            f"whether the model has learnt the output format, not the task: {advice} "
+            f"(finetune.max_unreadable_fraction={cfg.max_unreadable_fraction} sets this warning's threshold)"]
+    return facts

@@ -168,15 +168,15 @@ def ner_text_scores(words: list[list[str]], gold_tags: list[list[str]], tokenize
 
 def prepare_ner_text(tokenizer: Tokenizer, tokenizer_path: str, sentences: dict[str, ConllSentences],
                      ) -> PreparedTask:
-    """sentences: "train", "dev", "test" (all with gold tags). data: {"sentences",
-    "word_tags": split -> (outputs -> tags per sentence)}."""
+    """sentences: "train", "dev", "test" (all with gold tags); predictors: split ->
+    (outputs -> tags per sentence). data: {"sentences"}."""
     scored = ("dev", "test")
     return PreparedTask(
         encoded={split: encode_ner(tokenizer, batch) for split, batch in sentences.items()},
         scorers={split: partial(ner_text_scores, sentences[split].words, sentences[split].tags, tokenizer_path)
                  for split in scored},
+        predictors={split: partial(word_tags, sentences[split].words, tokenizer_path) for split in scored},
         predict_splits=scored,
-        data={"sentences": sentences,
-              "word_tags": {split: partial(word_tags, sentences[split].words, tokenizer_path) for split in scored}},
+        data={"sentences": sentences},
         description=f"{len(sentences['train'])} train, {len(sentences['dev'])} dev, "
                     f"{len(sentences['test'])} test sentences, as text to text")

@@ -15,7 +15,8 @@ your contexts (SQuAD's are ~150 words; 384-512 tokens holds nearly all);
 doc_stride, max_query_len, max_answer_len and n_best_size are not used.
 
 Greedy decoding has one answer and no null score: there is no n-best list and no
-null-odds file (v2.0) to write; `stages.finetune.squad.task` says so in metrics.json.
+null-odds file (v2.0) to write; `stages.finetune.families.text_to_text` says so in
+metrics.json.
 """
 
 from __future__ import annotations
@@ -82,14 +83,14 @@ def squad_text_scores(examples: list[SquadExample], tokenizer_path: str, outputs
 def prepare_squad_text(tokenizer: Tokenizer, tokenizer_path: str, train: list[SquadExample],
                        dev: list[SquadExample], split_note: str, *, version: str) -> PreparedTask:
     """tokenizer: the task tokenizer (`load_task_tokenizer`, truncating at max_seq_len).
-    data: {"train", "dev", "split_note", "answers": outputs -> {question id: text},
-    "answers_cut_off": {split: count}}."""
+    predictors: "dev" -> (outputs -> {question id: text}). data: {"train", "dev",
+    "split_note", "answers_cut_off": {split: count}}."""
     cut_off = {"train": answers_cut_off(tokenizer, train), "dev": answers_cut_off(tokenizer, dev)}
     return PreparedTask(
         encoded={"train": encode_squad(tokenizer, train), "dev": encode_squad(tokenizer, dev)},
         scorers={"dev": partial(squad_text_scores, dev, tokenizer_path, version=version)},
+        predictors={"dev": partial(generated_answers, dev, tokenizer_path)},
         predict_splits=("dev",),
-        data={"train": train, "dev": dev, "split_note": split_note,
-              "answers": partial(generated_answers, dev, tokenizer_path), "answers_cut_off": cut_off},
+        data={"train": train, "dev": dev, "split_note": split_note, "answers_cut_off": cut_off},
         description=f"{len(train)} train questions, {len(dev)} scored, as text to text (answers past "
                     f"max_seq_len: {cut_off['train']} train, {cut_off['dev']} scored); {split_note}")

@@ -1,15 +1,15 @@
-"""The `pretrain` subcommands for reading runs and using a cluster:
+"""The installed `pretrain` command (pyproject.toml's [project.scripts]): the engine's
+commands (`pipeline.cli`: run, plan, status, verify, report, dashboard) plus the ones
+that use a Ray cluster:
 
-    pretrain report    RUN_DIR [RUN_DIR...] [-o DIR]     compare runs (HTML + Markdown)
-    pretrain dashboard RUN_DIR [RUN_DIR...] [--port N]   serve the live report on 127.0.0.1
     pretrain submit    CONFIG --address http://HEAD:8265 [-o KEY=VALUE] [--follow]
     pretrain jobs      --address URL  |  logs JOB --address URL  |  stop JOB --address URL
 
-`pipeline.cli` registers them with `add_commands` and hands parsed arguments to
-`dispatch`, which returns an exit code (None: not one of these commands). Exit codes
-follow `pretrain run`: 0 done, 1 failed (a job that failed, an unreachable cluster),
-2 a usage mistake (a RUN_DIR that is not a run, a local workdir for a remote cluster).
-The cluster package is imported only by the cluster commands (it pulls in Ray's SDK).
+It lives here, in the top layer (`cluster -> pipeline -> stages`), because the engine
+never imports cluster code: this module hands its commands to `pipeline.cli.main`.
+Exit codes follow `pretrain run`: 0 done, 1 failed (a job that failed, an unreachable
+cluster), 2 a usage mistake (a local workdir for a remote cluster). The rest of the
+cluster package is imported only when one of these commands runs (it pulls in Ray's SDK).
 """
 
 from __future__ import annotations
@@ -17,21 +17,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-COMMANDS = ("report", "dashboard", "submit", "jobs", "logs", "stop")
+from pipeline import cli as engine_cli
+
+COMMANDS = ("submit", "jobs", "logs", "stop")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return engine_cli.main(argv, extra_commands=[CLUSTER_COMMANDS])
 
 
 def add_commands(subparsers) -> None:
-    report = subparsers.add_parser("report", help="compare runs side by side (HTML + Markdown)")
-    report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories, e.g. runs/demo")
-    report.add_argument("-o", "--output", metavar="DIR",
-                        help="where to write report.html and report.md (default reports/compare-<names>)")
-
-    dashboard = subparsers.add_parser("dashboard", help="serve the live HTML report of runs on 127.0.0.1")
-    dashboard.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    dashboard.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000; 0 = any free)")
-    dashboard.add_argument("--host", default="127.0.0.1",
-                           help="interface to listen on (default 127.0.0.1: this machine only)")
-
     submit = subparsers.add_parser("submit", help="run the pipeline as a Ray Job on a cluster")
     submit.add_argument("config", help="experiment YAML inside this project, e.g. configs/demo.yaml")
     _address(submit)
@@ -62,48 +57,22 @@ def _address(parser: argparse.ArgumentParser) -> None:
 def dispatch(args: argparse.Namespace) -> int | None:
     if getattr(args, "command", None) not in COMMANDS:
         return None
+    from cluster.errors import ClusterError
     from pipeline.config import ConfigError
 
     try:
-        if args.command == "report":
-            return _report(args)
-        if args.command == "dashboard":
-            return _dashboard(args)
-        return _cluster_command(args)
+        return _run_cluster_command(args)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-
-
-def _report(args) -> int:
-    from pipeline.compare import write_comparison
-
-    output_dir = write_comparison(args.run_dirs, args.output)
-    print(f"wrote {output_dir / 'report.html'} and {output_dir / 'report.md'}")
-    return 0
-
-
-def _dashboard(args) -> int:
-    from pipeline.dashboard import serve
-
-    try:
-        return serve(args.run_dirs, args.host, args.port)
-    except OSError as error:
-        print(f"error: cannot listen on {args.host}:{args.port} ({error.strerror or error}); "
-              f"pass another --port", file=sys.stderr)
-        return 2
-
-
-def _cluster_command(args) -> int:
-    from cluster.errors import ClusterError
-
-    try:
-        return _run_cluster_command(args)
     except ClusterError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+CLUSTER_COMMANDS = engine_cli.CommandGroup(add_commands=add_commands, dispatch=dispatch)
 
 
 def _run_cluster_command(args) -> int:
@@ -137,3 +106,7 @@ def _run_cluster_command(args) -> int:
 def _report_final(job_id: str, status: str) -> int:
     print(f"job {job_id}: {status}", file=sys.stderr if status != "SUCCEEDED" else sys.stdout)
     return 0 if status == "SUCCEEDED" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,7 +6,8 @@ without Ray; on a cluster the same call fans out over the nodes. Results always 
 back in item order, so a stage's output never depends on which task finished first.
 
 Ray is imported only when the driver already imported and started it: this module costs
-nothing in a process without Ray, and the loader (`stages.data.loader`) never imports it.
+nothing in a process without Ray. It lives outside `stages.data` all the same, whose code
+never imports Ray (the import contracts in pyproject.toml).
 """
 
 from __future__ import annotations

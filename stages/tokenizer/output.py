@@ -1,21 +1,49 @@
-"""The token ids an objective needs, from a finished tokenizer output.
+"""A finished tokenizer output as the later stages read it: its file names, the role of
+each special token, and the token ids an objective needs.
 
 Roles come from special_tokens_map.json (Hugging Face names: eos_token, pad_token,
 cls_token, ...); a role the map lacks falls back to the token's usual spelling in the
 vocabulary ([CLS], </s>, ...), so tokenizers made elsewhere work too. Sentinels are
 <extra_id_0>, <extra_id_1>, ... for as long as the vocabulary has them.
+
+The tokenizer stage checks with `resolve_token_ids` that a tokenizer.from folder serves
+the objective; the dataset stage resolves the ids it writes examples with.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer
 
 from stages.data.masking import word_start_table
-from stages.dataset.objectives import TokenIds
-from stages.tokenizer.run import SPECIAL_TOKENS_FILE, TOKENIZER_FILE, load_special_tokens
+
+TOKENIZER_FILE = "tokenizer.json"
+SPECIAL_TOKENS_FILE = "special_tokens_map.json"
+
+
+@dataclass(frozen=True)
+class TokenIds:
+    """The ids an objective needs, resolved from the tokenizer's special-token roles."""
+    vocab_size: int
+    eos: int | None = None
+    pad: int | None = None
+    cls: int | None = None
+    sep: int | None = None
+    mask: int | None = None
+    special: tuple[int, ...] = ()
+    sentinels: tuple[int, ...] = ()   # <extra_id_0>, <extra_id_1>, ... in order
+    continuation: tuple[int, ...] = field(default=(), repr=False)  # ids that do not start a word
+
+
+def load_special_tokens(tokenizer_dir: str | os.PathLike) -> dict[str, str]:
+    """Role -> token of a finished tokenizer output (eos_token, pad_token, ...)."""
+    return json.loads((Path(tokenizer_dir) / SPECIAL_TOKENS_FILE).read_text(encoding="utf-8"))
+
 
 _USUAL = {"eos": ("eos_token", ["<|endoftext|>", "</s>", "[SEP]"]),
           "pad": ("pad_token", ["<|pad|>", "<pad>", "[PAD]"]),

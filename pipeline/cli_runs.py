@@ -1,0 +1,62 @@
+"""The `pretrain` subcommands for reading runs:
+
+    pretrain report    RUN_DIR [RUN_DIR...] [-o DIR]     compare runs (HTML + Markdown)
+    pretrain dashboard RUN_DIR [RUN_DIR...] [--port N]   serve the live report on 127.0.0.1
+
+`pipeline.cli` registers them with `add_commands` and hands parsed arguments to
+`dispatch`, which returns an exit code (None: not one of these commands). Exit codes
+follow `pretrain run`: 0 done, 2 a usage mistake (a RUN_DIR that is not a run, a port in use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+COMMANDS = ("report", "dashboard")
+
+
+def add_commands(subparsers) -> None:
+    report = subparsers.add_parser("report", help="compare runs side by side (HTML + Markdown)")
+    report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories, e.g. runs/demo")
+    report.add_argument("-o", "--output", metavar="DIR",
+                        help="where to write report.html and report.md (default reports/compare-<names>)")
+
+    dashboard = subparsers.add_parser("dashboard", help="serve the live HTML report of runs on 127.0.0.1")
+    dashboard.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    dashboard.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000; 0 = any free)")
+    dashboard.add_argument("--host", default="127.0.0.1",
+                           help="interface to listen on (default 127.0.0.1: this machine only)")
+
+
+def dispatch(args: argparse.Namespace) -> int | None:
+    if getattr(args, "command", None) not in COMMANDS:
+        return None
+    from pipeline.config import ConfigError
+
+    try:
+        if args.command == "report":
+            return _report(args)
+        return _dashboard(args)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _report(args) -> int:
+    from pipeline.compare import write_comparison
+
+    output_dir = write_comparison(args.run_dirs, args.output)
+    print(f"wrote {output_dir / 'report.html'} and {output_dir / 'report.md'}")
+    return 0
+
+
+def _dashboard(args) -> int:
+    from pipeline.dashboard import serve
+
+    try:
+        return serve(args.run_dirs, args.host, args.port)
+    except OSError as error:
+        print(f"error: cannot listen on {args.host}:{args.port} ({error.strerror or error}); "
+              f"pass another --port", file=sys.stderr)
+        return 2

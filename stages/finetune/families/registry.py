@@ -1,0 +1,43 @@
+"""Every task family, in the order that decides which one fine-tunes a task.
+
+    family = family_for(get_task("squad"), "bert")    # SquadFamily
+    family = family_for(get_task("squad"), "t5")      # TextToTextFamily
+    family = family_named("glue")                      # a Ray Train worker, from its FinetuneJob
+
+The only place that decides a task's family: the first family in FAMILIES that is for
+the model family (its `model_families`, or any) and takes the task's kind (its
+`spec_types`). A family for named model families claims all their tasks and refuses
+one it has no format for: a T5 fine-tunes every task as text to text, or not at all.
+"""
+
+from __future__ import annotations
+
+from stages.finetune.families.base import TaskFamily
+from stages.finetune.families.conll import ConllFamily
+from stages.finetune.families.glue import GlueFamily
+from stages.finetune.families.squad import SquadFamily
+from stages.finetune.families.text_to_text import TextToTextFamily
+
+FAMILIES: tuple[TaskFamily, ...] = (TextToTextFamily(), SquadFamily(), ConllFamily(), GlueFamily())
+FAMILY_NAMES: tuple[str, ...] = tuple(family.name for family in FAMILIES)
+
+
+def family_for(spec, model_family: str) -> TaskFamily:
+    """The family that fine-tunes task `spec` on a model of `model_family` ("gpt",
+    "bert", "t5"); a ValueError that says what to do when there is none."""
+    for family in FAMILIES:
+        if family.model_families is not None and model_family not in family.model_families:
+            continue
+        if isinstance(spec, family.spec_types):
+            return family
+        if family.model_families is not None:
+            raise ValueError(family.unsupported(spec))
+    raise ValueError(f"task {spec.name}: no task family fine-tunes a {type(spec).__name__} on a {model_family} "
+                     f"model (families: {', '.join(FAMILY_NAMES)}); remove it from finetune.tasks")
+
+
+def family_named(name: str) -> TaskFamily:
+    for family in FAMILIES:
+        if family.name == name:
+            return family
+    raise ValueError(f"unknown task family {name!r}; known: {', '.join(FAMILY_NAMES)}")
