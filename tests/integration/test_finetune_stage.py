@@ -190,12 +190,16 @@ def test_task_with_lost_outputs_resumes_from_its_checkpoint(sst2_run):
 
 def test_stsb_pairs_and_regression(ray_session, tmp_path, pretrain_dir, data_dir):
     ctx = make_context(tmp_path, pretrain_dir, data_dir, tasks=["stsb"], max_train_examples=64,
-                       epochs=1, save_model=False)
+                       max_test_examples=100, epochs=1, save_model=False)
     metrics = run(ctx)
     assert set(metrics) >= {"stsb/pearson", "stsb/spearman"}
     assert -1.0 <= metrics["stsb/pearson"] <= 1.0 and -1.0 <= metrics["stsb/spearman"] <= 1.0
     submission = read_tsv(tmp_path / "stsb" / "STS-B.tsv")
-    assert len(submission) - 1 == 1379
+    # finetune.max_test_examples: a seeded subset of the 1,379 test rows, in file order.
+    full_test = read_tsv(data_dir / "glue_data" / "STS-B" / "test.tsv")
+    indices = [row[0] for row in submission[1:]]
+    assert len(indices) == 100 == metrics["stsb/test_examples"] and indices == sorted(indices, key=int)
+    assert set(indices) < {row[0] for row in full_test[1:]}
     assert all(0.0 <= float(row[1]) <= 5.0 for row in submission[1:])
     assert not (tmp_path / "stsb" / "model").exists()
 
