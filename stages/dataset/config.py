@@ -11,6 +11,8 @@ from pydantic import Field, model_serializer, model_validator
 
 from stages.section import Section
 
+SPAN_KEYS = ("mask_unit", "span_geometric_p", "max_span_words")
+
 
 class MlmConfig(Section):
     """BERT sentence-pair examples and masking (objective mlm)."""
@@ -33,6 +35,20 @@ class MlmConfig(Section):
     whole_word_masking: bool = Field(
         False, description="choose whole words (a word's first token and its continuation "
         "pieces together) instead of single tokens")
+    mask_unit: Literal["token", "whole_word", "span"] = Field(
+        "token", description="what is masked: token: single tokens (BERT); whole_word: whole "
+        "words, as whole_word_masking: true (the older spelling); span: SpanBERT's contiguous "
+        "spans of whole words, lengths from a geometric distribution (span_geometric_p, "
+        "max_span_words), [MASK]/random/unchanged decided per span. A unit, orthogonal to "
+        "`masking` (when masks are drawn): span needs masking: static for now, the loader "
+        "draws dynamic masks by token or whole word only")
+    span_geometric_p: float = Field(
+        0.2, gt=0, le=1, description="mask_unit: span: parameter p of the geometric "
+        "distribution of span lengths in words (SpanBERT: 0.2, mean 3.8 words with "
+        "max_span_words: 10)")
+    max_span_words: int = Field(
+        10, ge=1, le=64, description="mask_unit: span: longest span in words; the geometric "
+        "distribution is truncated there and renormalized (SpanBERT: 10)")
     masking: Literal["static", "dynamic"] = Field(
         "dynamic", description="static: masks drawn once at build time and stored (BERT, with "
         "dupe_factor copies); dynamic: the loader draws fresh masks every epoch from (seed, "
@@ -53,6 +69,42 @@ class MlmConfig(Section):
                 f"masking already draws new masks every epoch); set dupe_factor: 1 or "
                 f"masking: static")
         return self
+
+    @model_validator(mode="after")
+    def _span_settings_fit(self) -> "MlmConfig":
+        if self.mask_unit != "span":
+            for key in SPAN_KEYS[1:]:
+                if getattr(self, key) != type(self).model_fields[key].default:
+                    raise ValueError(f"{key} only applies to mask_unit: span; set "
+                                     f"mask_unit: span or remove {key}")
+            return self
+        if self.whole_word_masking:
+            raise ValueError("whole_word_masking: true and mask_unit: span both choose the "
+                             "masked unit (spans are already whole words); remove "
+                             "whole_word_masking")
+        if self.masking == "dynamic":
+            raise ValueError("mask_unit: span needs masking: static: the loader's dynamic "
+                             "masking draws token or whole-word masks only; set "
+                             "dataset.mlm.masking: static (dupe_factor > 1 gives each "
+                             "example several span masks)")
+        return self
+
+    @property
+    def unit(self) -> str:
+        """The masked unit, whichever key chose it: token, whole_word or span."""
+        return "whole_word" if self.whole_word_masking else self.mask_unit
+
+    @model_serializer(mode="wrap")
+    def _unit_as_before(self, handler):
+        # The dump is the fingerprint's input and the loader's index: token and whole-word
+        # masking dump as they did before mask_unit existed (same fingerprints, same
+        # cached datasets, whole_word_masking as the loader reads it).
+        dumped = handler(self)
+        if self.mask_unit != "span":
+            for key in SPAN_KEYS:
+                dumped.pop(key, None)
+            dumped["whole_word_masking"] = self.unit == "whole_word"
+        return dumped
 
 
 class SpanConfig(Section):

@@ -6,7 +6,8 @@ splitting, encoding) the same way for all of them.
           document boundaries are the eos tokens (the loader derives document_ids).
     mlm   a window of documents as sentences (SentenceWindow) -> BERT pairs as slices of
           it (sentence_pairs.py) -> [CLS] A [SEP] B [SEP] padded to seq_len, assembled as
-          one array; static masking stores the masked ids and labels.
+          one array; static masking stores the masked ids and labels (by token, whole
+          word, or SpanBERT span: span_masking.py).
     span  documents as token streams, each followed by eos, cut into chunks of T5's raw
           length (random_spans_helper), each corrupted into inputs + targets.
 """
@@ -24,6 +25,7 @@ from stages.dataset.config import DatasetConfig
 from stages.dataset.examples import ExampleWriter, column_field
 from stages.dataset.rows import RowWriter
 from stages.dataset.sentence_pairs import PairSpans, SentenceWindow, window_pairs
+from stages.dataset.span_masking import SpanMaskingPolicy
 from stages.tokenizer.output import TokenIds
 
 
@@ -46,11 +48,18 @@ def span_lengths(config: DatasetConfig) -> tuple[int, int]:
                                config.span.mean_noise_span_length)
 
 
-def masking_policy(config: DatasetConfig, ids: TokenIds) -> MaskingPolicy:
+def masking_policy(config: DatasetConfig, ids: TokenIds) -> MaskingPolicy | SpanMaskingPolicy:
     word_start = None
-    if config.mlm.whole_word_masking:
+    if config.mlm.unit != "token":
         word_start = np.ones(ids.vocab_size, dtype=bool)
         word_start[list(ids.continuation)] = False
+    if config.mlm.unit == "span":
+        mlm = config.mlm
+        return SpanMaskingPolicy(
+            mask_id=ids.mask, special_ids=np.array(ids.special, dtype=np.int64),
+            vocab_size=ids.vocab_size, word_start=word_start, mask_prob=mlm.mask_prob,
+            mask_token_prob=mlm.mask_token_prob, random_token_prob=mlm.random_token_prob,
+            geometric_p=mlm.span_geometric_p, max_span_words=mlm.max_span_words)
     return MaskingPolicy(mask_id=ids.mask, special_ids=np.array(ids.special, dtype=np.int64),
                          vocab_size=ids.vocab_size, mask_prob=config.mlm.mask_prob,
                          mask_token_prob=config.mlm.mask_token_prob,

@@ -180,7 +180,7 @@ def _objective_index(config: DatasetConfig, ids: TokenIds) -> dict:
                "special_ids": list(ids.special)}
     if config.objective == "mlm":
         mlm = config.mlm.model_dump(mode="json")
-        if config.mlm.whole_word_masking:
+        if config.mlm.unit != "token":
             mlm["continuation_ids"] = list(ids.continuation)
         return {"special": special, "mlm": mlm}
     raw_length, targets_length = span_lengths(config)

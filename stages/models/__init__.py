@@ -32,13 +32,14 @@ Public API (stable; finetune and pretrain build on it):
 BERT and T5 (same conventions; see each module's docstring):
 
     BertConfig, Bert (encoder + pooler), BertForPreTraining (MLM + NSP heads)
+        variant="albert": ALBERT (factorized embedding_size, share_layers; see bert.py)
     T5Config, T5 (encoder-decoder, v1.0 / v1.1)
     heads: BertForSequenceClassification, SpanExtractionModel, TokenClassificationModel
-    presets: preset_config(name), build_preset(name)     # gpt2-small ... t5-base, *-debug
+    presets: preset_config(name), build_preset(name)     # gpt2-small ... albert-base ... t5-base, *-debug
     generation: generate(gpt, ...), generate_seq2seq(t5, ...)   # KV-cached decoding
     hf_export: export_hf(model, dir, tokenizer_json), import_hf(dir)
     checkpointing: apply_activation_checkpointing(model)
-    convert_bert / convert_t5: state dicts and configs to and from Hugging Face
+    convert_bert / convert_albert / convert_t5: state dicts and configs to and from Hugging Face
 
 Blocks shared by the families: attention.py, mlp.py, norms.py, positions.py.
 """

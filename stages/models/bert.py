@@ -13,7 +13,26 @@ next-sentence / sentence-order prediction (2 classes from the pooled [CLS]).
                                          labels=mlm_labels, next_sentence_label=is_next)
     hidden = model.backbone.hidden_states(input_ids, attention_mask)   # (B, T, C)
 
-Shapes: B batch, T sequence length, C hidden size, V vocabulary size.
+variant "albert" (Lan et al. 2020) is the same encoder with ALBERT's two parameter savings,
+weight-compatible with Hugging Face `AlbertForPreTraining` (see `convert_albert.py`):
+
+- factorized embeddings: the word, position and token-type tables are E =
+  `embedding_size` wide (128), projected to C by `embedding_projection` (ALBERT's
+  `embedding_hidden_mapping_in`); the MLM head maps C back to E and decodes with the
+  tied E-wide word embedding. V x E + E x C instead of V x C.
+- cross-layer sharing (`share_layers`): "all" applies one block num_layers times
+  (ALBERT's default); "attention" / "ffn" share only that sublayer (the paper's
+  ablations). Shared modules sit at every index of `blocks`, so the state dict names
+  each layer (blocks.0 ... blocks.L-1, the same tensors) and the forward pass reads like
+  BERT's.
+
+It also uses tanh GELU ("gelu_new", ALBERT v2's) and the pair head for sentence-order
+prediction (the same `nsp` layer; the dataset decides what the label means).
+
+    albert = BertForPreTraining(BertConfig(vocab_size=30000, variant="albert",
+                                           hidden_size=768, num_heads=12, num_layers=12))
+
+Shapes: B batch, T sequence length, C hidden size, E embedding size, V vocabulary size.
 """
 
 from __future__ import annotations
@@ -26,7 +45,11 @@ import torch.nn.functional as F
 
 from stages.models.attention import SelfAttention, padding_mask
 from stages.models.gpt import IGNORE_INDEX
-from stages.models.mlp import MLP
+from stages.models.mlp import ACTIVATIONS, MLP
+
+VARIANTS = ("bert", "albert")
+SHARE_LAYERS = ("none", "all", "attention", "ffn")
+ALBERT_EMBEDDING_SIZE = 128  # E in every ALBERT of the paper
 
 
 @dataclass(kw_only=True)
@@ -41,12 +64,38 @@ class BertConfig:
     dropout: float = 0.1  # hidden and attention-probability dropout (BERT uses 0.1 for both)
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
+    variant: str = "bert"  # "bert" | "albert" (see the module docstring)
+    # The fields below are resolved in __post_init__ when unset (None), by variant:
+    embedding_size: int | None = None  # E; bert: hidden_size, albert: 128
+    share_layers: str | None = None  # one of SHARE_LAYERS; bert: "none", albert: "all"
+    hidden_act: str | None = None  # FFN and MLM-head activation; bert: "gelu", albert: "gelu_new"
 
     def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"BertConfig: variant must be one of {VARIANTS}, got {self.variant!r}")
+        albert = self.variant == "albert"
+        if not albert:
+            # Hugging Face's BertModel has neither: refuse rather than build a model no BERT reads.
+            given = [name for name, fits in (("embedding_size", self.embedding_size in (None, self.hidden_size)),
+                                             ("share_layers", self.share_layers in (None, "none"))) if not fits]
+            if given:
+                raise ValueError(f"BertConfig: {', '.join(given)} apply to variant 'albert' only (BERT's "
+                                 "embeddings are hidden_size wide and every layer has its own weights); "
+                                 "set variant='albert' or remove them")
         if self.intermediate_size == 0:
             self.intermediate_size = 4 * self.hidden_size
+        if self.embedding_size is None:
+            self.embedding_size = ALBERT_EMBEDDING_SIZE if albert else self.hidden_size
+        if self.share_layers is None:
+            self.share_layers = "all" if albert else "none"
+        if self.hidden_act is None:
+            self.hidden_act = "gelu_new" if albert else "gelu"
+        if self.share_layers not in SHARE_LAYERS:
+            raise ValueError(f"BertConfig: share_layers must be one of {SHARE_LAYERS}, got {self.share_layers!r}")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"BertConfig: hidden_act must be one of {sorted(ACTIVATIONS)}, got {self.hidden_act!r}")
         for name in ("vocab_size", "max_seq_len", "num_layers", "hidden_size", "num_heads",
-                     "intermediate_size", "type_vocab_size"):
+                     "intermediate_size", "type_vocab_size", "embedding_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"BertConfig: {name} must be >= 1, got {getattr(self, name)}")
         if self.hidden_size % self.num_heads:
@@ -59,15 +108,16 @@ class BertConfig:
 
 
 class BertEmbeddings(nn.Module):
-    """word + position + token type, then LayerNorm and dropout."""
+    """word + position + token type, then LayerNorm and dropout; E = embedding_size wide
+    (hidden_size for BERT)."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        C = config.hidden_size
-        self.word_embedding = nn.Embedding(config.vocab_size, C, padding_idx=config.pad_token_id)
-        self.position_embedding = nn.Embedding(config.max_seq_len, C)
-        self.token_type_embedding = nn.Embedding(config.type_vocab_size, C)
-        self.norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        E = config.embedding_size
+        self.word_embedding = nn.Embedding(config.vocab_size, E, padding_idx=config.pad_token_id)
+        self.position_embedding = nn.Embedding(config.max_seq_len, E)
+        self.token_type_embedding = nn.Embedding(config.type_vocab_size, E)
+        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
@@ -79,7 +129,7 @@ class BertEmbeddings(nn.Module):
             self.word_embedding(input_ids)
             + self.position_embedding(positions)
             + self.token_type_embedding(token_type_ids)
-        )  # (B, T, C)
+        )  # (B, T, E)
         return self.dropout(self.norm(x))
 
 
@@ -91,7 +141,7 @@ class BertBlock(nn.Module):
         C = config.hidden_size
         self.attn = SelfAttention(C, config.num_heads, dropout=config.dropout)
         self.attn_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
-        self.mlp = MLP(C, config.intermediate_size, activation="gelu", dropout=config.dropout)
+        self.mlp = MLP(C, config.intermediate_size, activation=config.hidden_act, dropout=config.dropout)
         self.mlp_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
@@ -107,7 +157,11 @@ class Bert(nn.Module):
         super().__init__()
         self.config = config
         self.embeddings = BertEmbeddings(config)
-        self.blocks = nn.ModuleList([BertBlock(config) for _ in range(config.num_layers)])
+        if config.variant == "albert":  # ALBERT projects even when E == C
+            self.embedding_projection = nn.Linear(config.embedding_size, config.hidden_size)
+        else:
+            self.embedding_projection = None
+        self.blocks = nn.ModuleList(build_blocks(config))
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
         self.apply(init_bert_weights)
 
@@ -121,7 +175,9 @@ class Bert(nn.Module):
                 f"sequence length {T} exceeds max_seq_len={self.config.max_seq_len}; "
                 "truncate the inputs (BERT's position table is fixed)"
             )
-        x = self.embeddings(input_ids, token_type_ids)  # (B, T, C)
+        x = self.embeddings(input_ids, token_type_ids)  # (B, T, E)
+        if self.embedding_projection is not None:
+            x = self.embedding_projection(x)  # (B, T, C)
         attn_mask = None if attention_mask is None else padding_mask(attention_mask)  # (B, 1, 1, T)
         for block in self.blocks:
             x = block(x, attn_mask)  # (B, T, C)
@@ -138,11 +194,18 @@ class Bert(nn.Module):
         return hidden, self.pool(hidden)
 
     def num_parameters(self, exclude_position_embedding: bool = False) -> int:
+        """Unique parameters: a block shared across layers counts once."""
         n = sum(p.numel() for p in self.parameters())
         if exclude_position_embedding:
             n -= self.embeddings.position_embedding.weight.numel()
             n -= self.embeddings.token_type_embedding.weight.numel()
         return n
+
+    def reused_block_parameters(self) -> int:
+        """Parameters applied again by layers that share them (0 without sharing): compute
+        follows the layers, not the unique weights, so FLOPs count these too."""
+        applied = sum(sum(p.numel() for p in block.parameters()) for block in self.blocks)
+        return applied - sum(p.numel() for p in self.blocks.parameters())
 
     def flops_per_token(self, seq_len: int | None = None) -> int:
         """Training FLOPs per token of the encoder, 6 * N + 12 * L * C * T (see
@@ -152,20 +215,23 @@ class Bert(nn.Module):
         reuses it is counted by `BertForPreTraining.flops_per_token`)."""
         seq_len = self.config.max_seq_len if seq_len is None else seq_len
         n = self.num_parameters(exclude_position_embedding=True) - self.embeddings.word_embedding.weight.numel()
+        n += self.reused_block_parameters()
         return 6 * n + 12 * self.config.num_layers * self.config.hidden_size * seq_len
 
 
 class BertForPreTraining(nn.Module):
-    """BERT with the masked-LM and next-sentence heads (Hugging Face `BertForPreTraining`)."""
+    """BERT with the masked-LM and next-sentence heads (Hugging Face `BertForPreTraining`;
+    `AlbertForPreTraining` for variant albert, whose pair head predicts sentence order)."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.config = config
-        C = config.hidden_size
+        C, E = config.hidden_size, config.embedding_size
         self.backbone = Bert(config)
-        self.mlm_transform = nn.Linear(C, C)
-        self.mlm_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
-        self.mlm_decoder = nn.Linear(C, config.vocab_size, bias=False)
+        self.mlm_activation = ACTIVATIONS[config.hidden_act]
+        self.mlm_transform = nn.Linear(C, E)
+        self.mlm_norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
+        self.mlm_decoder = nn.Linear(E, config.vocab_size, bias=False)
         self.mlm_decoder.weight = self.backbone.embeddings.word_embedding.weight  # tied
         self.mlm_bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.nsp = nn.Linear(C, 2)  # is-next (0) / random (1), or sentence order
@@ -187,11 +253,7 @@ class BertForPreTraining(nn.Module):
         the sum of the two cross-entropies that are given.
         """
         hidden, pooled = self.backbone(input_ids, attention_mask, token_type_ids)  # (B, T, C), (B, C)
-        x = self.mlm_norm(F.gelu(self.mlm_transform(hidden)))  # (B, T, C)
-        mlm_logits = self.mlm_decoder(x)  # (B, T, V)
-        # In the logits' dtype: under bf16 autocast an fp32 bias would promote all B*T*V
-        # logits to fp32 (twice the memory traffic here and in backward).
-        mlm_logits = mlm_logits + self.mlm_bias.to(mlm_logits.dtype)
+        mlm_logits = self.mlm_logits(hidden)  # (B, T, V)
         nsp_logits = self.nsp(pooled)  # (B, 2)
         loss = None
         if labels is not None:
@@ -200,6 +262,14 @@ class BertForPreTraining(nn.Module):
             nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label.long())
             loss = nsp_loss if loss is None else loss + nsp_loss
         return mlm_logits, nsp_logits, loss
+
+    def mlm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The masked-LM head on hidden states (..., C) -> logits (..., V)."""
+        x = self.mlm_norm(self.mlm_activation(self.mlm_transform(hidden)))  # (..., E)
+        logits = self.mlm_decoder(x)  # (..., V)
+        # In the logits' dtype: under bf16 autocast an fp32 bias would promote all B*T*V
+        # logits to fp32 (twice the memory traffic here and in backward).
+        return logits + self.mlm_bias.to(logits.dtype)
 
     def num_parameters(self, exclude_position_embedding: bool = False) -> int:
         """Unique parameters (the tied decoder counted once)."""
@@ -215,8 +285,23 @@ class BertForPreTraining(nn.Module):
         estimate, the MLM head is counted at every position although training only
         needs the masked ones."""
         seq_len = self.config.max_seq_len if seq_len is None else seq_len
-        n = self.num_parameters(exclude_position_embedding=True)
+        n = self.num_parameters(exclude_position_embedding=True) + self.backbone.reused_block_parameters()
         return 6 * n + 12 * self.config.num_layers * self.config.hidden_size * seq_len
+
+
+def build_blocks(config: BertConfig) -> list[BertBlock]:
+    """num_layers blocks; under cross-layer sharing the later ones reuse the first block's
+    modules (all of it, its attention or its feed-forward sublayer)."""
+    if config.share_layers == "all":
+        return [BertBlock(config)] * config.num_layers
+    blocks = [BertBlock(config) for _ in range(config.num_layers)]
+    first = blocks[0]
+    for block in blocks[1:]:
+        if config.share_layers == "attention":
+            block.attn, block.attn_norm = first.attn, first.attn_norm
+        elif config.share_layers == "ffn":
+            block.mlp, block.mlp_norm = first.mlp, first.mlp_norm
+    return blocks
 
 
 def init_bert_weights(module: nn.Module) -> None:

@@ -115,7 +115,7 @@ def hf_bert_config(config: BertConfig) -> dict[str, Any]:
         "num_hidden_layers": config.num_layers,
         "num_attention_heads": config.num_heads,
         "intermediate_size": config.intermediate_size,
-        "hidden_act": "gelu",
+        "hidden_act": config.hidden_act,
         "hidden_dropout_prob": config.dropout,
         "attention_probs_dropout_prob": config.dropout,
         "max_position_embeddings": config.max_seq_len,

@@ -7,8 +7,8 @@ import: config.json is written and read as plain JSON.
     model = import_hf("out/hf")   # GPT, BertForPreTraining / Bert, or T5
 
 Supported: GPT <-> GPT2LMHeadModel, llama GPT <-> LlamaForCausalLM,
-BertForPreTraining <-> BertForPreTraining, Bert <-> BertModel,
-T5 <-> T5ForConditionalGeneration.
+BertForPreTraining <-> BertForPreTraining, Bert <-> BertModel (variant albert:
+AlbertForPreTraining, AlbertModel), T5 <-> T5ForConditionalGeneration.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ from safetensors.torch import save_file
 
 from stages.models.bert import Bert, BertForPreTraining
 from stages.models.convert import gpt_to_hf_gpt2, hf_gpt2_config, hf_gpt2_to_gpt
+from stages.models.convert_albert import (
+    albert_config_from_hf, albert_to_hf_albert, hf_albert_config, hf_albert_to_albert,
+)
 from stages.models.convert_bert import bert_config_from_hf, bert_to_hf_bert, hf_bert_config, hf_bert_to_bert
 from stages.models.convert_llama import gpt_to_hf_llama, hf_llama_config, hf_llama_to_gpt, llama_config_from_hf
 from stages.models.convert_t5 import hf_t5_config, hf_t5_to_t5, t5_config_from_hf, t5_to_hf_t5
@@ -84,12 +87,18 @@ def import_hf(directory: str | Path) -> nn.Module:
         pretraining = any(k.startswith("cls.predictions") for k in state)
         model = BertForPreTraining(config) if pretraining else Bert(config)
         state = hf_bert_to_bert(state, config.num_layers, backbone_only=not pretraining)
+    elif model_type == "albert":
+        config = albert_config_from_hf(hf_config, source=str(config_path))
+        pretraining = any(k.startswith("predictions.") for k in state)
+        model = BertForPreTraining(config) if pretraining else Bert(config)
+        state = hf_albert_to_albert(state, config, backbone_only=not pretraining)
     elif model_type == "t5":
         config = t5_config_from_hf(hf_config)
         model = T5(config)
         state = hf_t5_to_t5(state, config)
     else:
-        raise ValueError(f"{config_path}: model_type {model_type!r} is not supported; known: gpt2, llama, bert, t5")
+        raise ValueError(f"{config_path}: model_type {model_type!r} is not supported; "
+                         "known: gpt2, llama, bert, albert, t5")
     model.load_state_dict(state, strict=True)
     return model
 
@@ -110,6 +119,14 @@ def _to_hf(model: nn.Module) -> tuple[dict[str, Any], dict[str, torch.Tensor], l
         if model.config.vocab_size <= 50256:  # GPT2Config defaults to GPT-2's <|endoftext|> id
             config.update(bos_token_id=None, eos_token_id=None)
         return config, gpt_to_hf_gpt2(state, model.config.num_layers), ["lm_head.weight"]
+    if isinstance(model, (Bert, BertForPreTraining)) and model.config.variant == "albert":
+        backbone_only = isinstance(model, Bert)
+        architecture = "AlbertModel" if backbone_only else "AlbertForPreTraining"
+        config = {"model_type": "albert", "architectures": [architecture], **hf_albert_config(model.config),
+                  # the tokenizer's ids are not ALBERT's [CLS] 2 / [SEP] 3; nothing must guess
+                  "bos_token_id": None, "eos_token_id": None}
+        tied = [] if backbone_only else ["predictions.decoder.weight"]
+        return config, albert_to_hf_albert(state, model.config, backbone_only), tied
     if isinstance(model, (Bert, BertForPreTraining)):
         backbone_only = isinstance(model, Bert)
         architecture = "BertModel" if backbone_only else "BertForPreTraining"

@@ -1,4 +1,4 @@
-"""Named model shapes: the published GPT-2, BERT and T5 sizes, plus tiny debug models for
+"""Named model shapes: the published GPT-2, BERT, ALBERT and T5 sizes, plus tiny debug models for
 tests and CPU smoke runs. Parameter counts are asserted in tests/unit/test_model_presets.py.
 
     config = preset_config("bert-base")           # a BertConfig
@@ -7,7 +7,7 @@ tests and CPU smoke runs. Parameter counts are asserted in tests/unit/test_model
     with torch.device("meta"):                    # shapes only, no memory
         n = build_preset("bert-large").num_parameters()
 
-Family model classes: "gpt" -> GPT, "bert" -> BertForPreTraining, "t5" -> T5.
+Family model classes: "gpt" -> GPT, "bert" -> BertForPreTraining (ALBERT: variant albert), "t5" -> T5.
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ FAMILY_MODELS: dict[str, tuple[type, type[nn.Module]]] = {
 
 _GPT2 = dict(vocab_size=50257, max_seq_len=1024, dropout=0.1)
 _BERT = dict(vocab_size=30522, max_seq_len=512, dropout=0.1)  # uncased WordPiece vocabulary
+# ALBERT (Lan et al. 2020, Table 1): E = 128, every layer shared, 30000-token SentencePiece
+# vocabulary; no dropout (ALBERT v2's configs, after the paper found that removing it helps).
+_ALBERT = dict(variant="albert", vocab_size=30000, max_seq_len=512, embedding_size=128, share_layers="all",
+               dropout=0.0)
 _T5 = dict(vocab_size=32128, head_size=64, relative_attention_num_buckets=32, dropout=0.1)
 
 # name -> (family, config fields)
@@ -45,6 +49,12 @@ PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "bert-medium": ("bert", dict(_BERT, num_layers=8, hidden_size=512, num_heads=8)),
     "bert-base": ("bert", dict(_BERT, num_layers=12, hidden_size=768, num_heads=12)),
     "bert-large": ("bert", dict(_BERT, num_layers=24, hidden_size=1024, num_heads=16)),
+    "albert-debug": ("bert", dict(_ALBERT, vocab_size=512, max_seq_len=64, num_layers=2, hidden_size=64,
+                                  embedding_size=32, num_heads=4)),
+    "albert-base": ("bert", dict(_ALBERT, num_layers=12, hidden_size=768, num_heads=12, intermediate_size=3072)),
+    "albert-large": ("bert", dict(_ALBERT, num_layers=24, hidden_size=1024, num_heads=16, intermediate_size=4096)),
+    "albert-xlarge": ("bert", dict(_ALBERT, num_layers=24, hidden_size=2048, num_heads=32,
+                                   intermediate_size=8192)),
     "t5-debug": ("t5", dict(vocab_size=512, hidden_size=64, head_size=16, ff_size=128, num_layers=2, num_heads=4)),
     "t5-small": ("t5", dict(_T5, hidden_size=512, ff_size=2048, num_layers=6, num_heads=8)),
     "t5-base": ("t5", dict(_T5, hidden_size=768, ff_size=3072, num_layers=12, num_heads=12)),

@@ -16,7 +16,7 @@ from stages.section import Section
 # family -> the ModelConfig fields that apply only to it (the rest apply to every family)
 FAMILY_FIELDS: dict[str, tuple[str, ...]] = {
     "gpt": ("variant", "num_kv_heads", "intermediate_size", "rope_theta", "tie_word_embeddings"),
-    "bert": ("intermediate_size",),
+    "bert": ("variant", "intermediate_size", "embedding_size", "share_layers"),
     "t5": ("ff_size", "head_size", "num_decoder_layers", "feed_forward", "tie_word_embeddings"),
 }
 # layer_norm_eps when unset: each reference architecture's own value
@@ -26,16 +26,18 @@ DEFAULT_LAYER_NORM_EPS = {"gpt": 1e-5, "bert": 1e-12, "t5": 1e-6}
 class ModelConfig(Section):
     preset: str | None = Field(
         None, description="a named shape from stages/models/presets.py (gpt2-small, gpt2-medium, "
-        "gpt2-large, bert-base, bert-large, t5-small, t5-base, t5-v1_1-small, ...): sets family "
-        "and every architecture key (dropout included: the papers' 0.1); keys given next to it "
-        "override the preset's. The preset's vocab_size and max_seq_len are not used: they come "
-        "from the dataset like every model's (set tokenizer.vocab_size and dataset.seq_len to the "
-        "paper's, as configs/gpt2-small.yaml does)")
+        "gpt2-large, bert-base, bert-large, albert-base, albert-large, albert-xlarge, t5-small, "
+        "t5-base, t5-v1_1-small, ...): sets family and every architecture key (dropout included: "
+        "the papers' 0.1, ALBERT's 0); keys given next to it override the preset's. The preset's "
+        "vocab_size and max_seq_len are not used: they come from the dataset like every model's "
+        "(set tokenizer.vocab_size and dataset.seq_len to the paper's, as configs/gpt2-small.yaml "
+        "does)")
     family: Literal["gpt", "bert", "t5"] = Field(
         "gpt", description="model family, which fixes the pretraining objective: 'gpt' = GPT-2 "
         "decoder (pre-LN, learned positions, tied LM head; or Llama's with variant: llama) "
         "trained on clm; 'bert' = BERT encoder "
-        "with MLM + NSP/SOP heads trained on mlm; 't5' = T5 encoder-decoder trained on span")
+        "with MLM + NSP/SOP heads trained on mlm (or ALBERT's with variant: albert); 't5' = T5 "
+        "encoder-decoder trained on span")
     num_layers: int = Field(2, ge=1, description="number of Transformer blocks (t5: encoder blocks)")
     hidden_size: int = Field(128, ge=8, description="residual stream width (d_model)")
     num_heads: int = Field(4, ge=1, description="attention heads; must divide hidden_size")
@@ -49,10 +51,14 @@ class ModelConfig(Section):
     layer_norm_eps: float | None = Field(
         None, gt=0, description="LayerNorm (t5, gpt llama: RMSNorm) epsilon; unset = the family's own "
         "(gpt 1e-5, bert 1e-12, t5 1e-6)")
-    variant: Literal["gpt2", "llama"] | None = Field(
-        None, description="gpt only: 'gpt2' (LayerNorm, learned positions, GELU MLP, biases, tied "
+    variant: Literal["gpt2", "llama", "bert", "albert"] | None = Field(
+        None, description="gpt: 'gpt2' (LayerNorm, learned positions, GELU MLP, biases, tied "
         "head) or 'llama' (RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention, no "
-        "biases, untied head; converts to Hugging Face LlamaForCausalLM); unset = gpt2")
+        "biases, untied head; converts to Hugging Face LlamaForCausalLM); unset = gpt2. bert: "
+        "'bert' or 'albert' (Lan et al. 2020: factorized embeddings, embedding_size 128 unless "
+        "set, one layer shared by all num_layers unless share_layers says otherwise, tanh GELU; "
+        "trains mlm + sop with dataset.mlm.sentence_task: sop; converts to Hugging Face "
+        "AlbertForPreTraining); unset = bert")
     num_kv_heads: int | None = Field(
         None, ge=1, description="gpt llama only: key/value heads of grouped-query attention, a "
         "divisor of num_heads (1 = multi-query); unset = num_heads (plain multi-head)")
@@ -75,6 +81,16 @@ class ModelConfig(Section):
         None, description="t5 and gpt llama: share the LM head with the token embedding (t5 "
         "v1.0: true, v1.1: false); unset = true for t5 and gpt2 (which always ties), false for "
         "llama")
+    embedding_size: int | None = Field(
+        None, ge=1, description="bert albert only: width E of the word, position and token-type "
+        "embeddings, projected to hidden_size before the first layer and back to E by the MLM "
+        "head (ALBERT's factorized embedding: V x E + E x H parameters instead of V x H); unset "
+        "= 128")
+    share_layers: Literal["none", "all", "attention", "ffn"] | None = Field(
+        None, description="bert albert only: cross-layer parameter sharing. 'all' = one layer's "
+        "weights applied num_layers times (ALBERT), 'attention' / 'ffn' = only that sublayer "
+        "shared (the paper's ablations; these two do not convert to Hugging Face), 'none' = "
+        "every layer its own (as BERT); unset = all")
 
     @model_validator(mode="before")
     @classmethod
@@ -144,6 +160,23 @@ class ModelConfig(Section):
         return self
 
     @model_validator(mode="after")
+    def _variant_fits_the_family(self) -> "ModelConfig":
+        variants = {"gpt": ("gpt2", "llama"), "bert": ("bert", "albert")}.get(self.family, ())
+        if self.variant is not None and self.variant not in variants:
+            raise ValueError(
+                f"variant={self.variant!r} is not a {self.family!r} variant; family {self.family} takes "
+                f"{' or '.join(repr(v) for v in variants) or 'no variant'}")
+        if self.family == "bert" and self.variant != "albert":
+            given = [name for name, fits in (("embedding_size", self.embedding_size in (None, self.hidden_size)),
+                                             ("share_layers", self.share_layers in (None, "none"))) if not fits]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} apply to variant: albert only (BERT's embeddings are "
+                    "hidden_size wide and every layer has its own weights); set variant: albert or "
+                    "remove them")
+        return self
+
+    @model_validator(mode="after")
     def _fields_belong_to_the_family(self) -> "ModelConfig":
         other_families = {name for family, names in FAMILY_FIELDS.items() if family != self.family
                           for name in names} - set(FAMILY_FIELDS[self.family])
@@ -175,6 +208,9 @@ class ModelConfig(Section):
                            if getattr(self, name) is not None})
         if self.family == "bert":
             fields["intermediate_size"] = self.intermediate_size or 4 * self.hidden_size
+            # Only what is set: BertConfig fills in each variant's own defaults.
+            fields.update({name: getattr(self, name) for name in ("variant", "embedding_size", "share_layers")
+                           if getattr(self, name) is not None})
         if self.family == "t5":
             fields.update(
                 ff_size=self.ff_size or 4 * self.hidden_size,

@@ -12,8 +12,8 @@ checkpoint of the run itself, restored after that, still wins.
 
 Folders: a Hugging Face one (config.json + model.safetensors or pytorch_model.bin;
 GPT2LMHeadModel / GPT2Model, LlamaForCausalLM / LlamaModel, BertForPreTraining / BertForMaskedLM / BertModel,
-T5ForConditionalGeneration), or one of ours (the pretrain stage's model/ or a snapshot:
-model_config.json + model.safetensors). Imports no torch at module load.
+AlbertForPreTraining / AlbertForMaskedLM / AlbertModel, T5ForConditionalGeneration), or one
+of ours (the pretrain stage's model/ or a snapshot: model_config.json + model.safetensors). Imports no torch at module load.
 """
 
 from __future__ import annotations
@@ -26,13 +26,15 @@ from typing import Any
 from stages.pretrain.inputs import INIT_FROM
 
 HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-HF_FAMILIES = {"gpt2": "gpt", "llama": "gpt", "bert": "bert", "t5": "t5"}
+HF_FAMILIES = {"gpt2": "gpt", "llama": "gpt", "bert": "bert", "albert": "bert", "t5": "t5"}
 # our config field -> the name a Hugging Face config.json gives it (same name if absent)
 HF_KEY_NAMES = {
     "gpt": {"num_layers": "n_layer", "hidden_size": "n_embd", "num_heads": "n_head", "max_seq_len": "n_positions",
             "layer_norm_eps": "layer_norm_epsilon", "intermediate_size": "n_inner"},
     "bert": {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
              "max_seq_len": "max_position_embeddings"},
+    "albert": {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
+               "max_seq_len": "max_position_embeddings"},
     "llama": {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
               "num_kv_heads": "num_key_value_heads", "max_seq_len": "max_position_embeddings",
               "layer_norm_eps": "rms_norm_eps"},
@@ -93,12 +95,13 @@ def read_checkpoint_config(folder: Path) -> dict[str, Any]:
 
 def _hf_config_reader(model_type: str):
     from stages.models.convert import gpt_config_from_hf
+    from stages.models.convert_albert import albert_config_from_hf
     from stages.models.convert_bert import bert_config_from_hf
     from stages.models.convert_llama import llama_config_from_hf
     from stages.models.convert_t5 import t5_config_from_hf
 
     return {"gpt2": gpt_config_from_hf, "llama": llama_config_from_hf, "bert": bert_config_from_hf,
-            "t5": t5_config_from_hf}[model_type]
+            "albert": albert_config_from_hf, "t5": t5_config_from_hf}[model_type]
 
 
 def _config_or_error(make, config_file: Path):
@@ -117,7 +120,8 @@ def _source(folder: Path, fmt: str, family: str, config_file: Path, weights_file
 def _key_name(source: dict[str, Any], key: str) -> str:
     if source["format"] != "hf":
         return key
-    names = HF_KEY_NAMES["llama" if source.get("model_type") == "llama" else source["family"]]
+    model_type = source.get("model_type")
+    names = HF_KEY_NAMES[model_type if model_type in ("llama", "albert") else source["family"]]
     return names.get(key, key)
 
 

@@ -7,7 +7,8 @@
 A Hugging Face checkpoint is converted through the same name maps as export and import
 (stages/models/convert*.py). What it lacks is filled from the freshly initialised model
 first, so that a BertModel (MiniLM, sentence-transformers checkpoints) or a
-BertForMaskedLM starts BERT pretraining with new MLM / NSP heads and pooler; any other
+BertForMaskedLM starts BERT pretraining with new MLM / NSP heads and pooler (ALBERT's
+AlbertModel / AlbertForMaskedLM likewise); any other
 missing tensor is an error, as is a tensor of another shape.
 """
 
@@ -21,6 +22,7 @@ import torch.nn as nn
 
 from stages.models.build import build_model
 from stages.models.convert import gpt_to_hf_gpt2, hf_gpt2_to_gpt
+from stages.models.convert_albert import albert_to_hf_albert, hf_albert_to_albert
 from stages.models.convert_bert import bert_to_hf_bert, hf_bert_to_bert
 from stages.models.convert_llama import gpt_to_hf_llama, hf_llama_to_gpt
 from stages.models.convert_t5 import hf_t5_to_t5, t5_to_hf_t5
@@ -33,9 +35,12 @@ _CONVERSIONS = {
     "gpt": (lambda s, c: gpt_to_hf_llama(s, c) if _is_llama(c) else gpt_to_hf_gpt2(s, c.num_layers),
             lambda s, c: hf_llama_to_gpt(s, c) if _is_llama(c) else hf_gpt2_to_gpt(s, c.num_layers),
             lambda c: {"lm_head.weight"} if not _is_llama(c) or c.tie_word_embeddings else set(), ()),
-    "bert": (lambda s, c: bert_to_hf_bert(s, c.num_layers), lambda s, c: hf_bert_to_bert(s, c.num_layers),
-             lambda c: {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"},
-             ("cls.", "bert.pooler.")),
+    # BERT or ALBERT, by the config's variant (each one's heads and pooler may be missing)
+    "bert": (lambda s, c: albert_to_hf_albert(s, c) if _is_albert(c) else bert_to_hf_bert(s, c.num_layers),
+             lambda s, c: hf_albert_to_albert(s, c) if _is_albert(c) else hf_bert_to_bert(s, c.num_layers),
+             lambda c: {"predictions.decoder.weight", "predictions.decoder.bias"} if _is_albert(c)
+             else {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"},
+             ("cls.", "bert.pooler.", "predictions.", "sop_classifier.", "albert.pooler.")),
     "t5": (t5_to_hf_t5, hf_t5_to_t5,
            lambda c: {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"}
            | ({"lm_head.weight"} if c.tie_word_embeddings else set()), ()),
@@ -90,6 +95,10 @@ def _is_llama(config) -> bool:
     return getattr(config, "variant", None) == "llama"
 
 
+def _is_albert(config) -> bool:
+    return getattr(config, "variant", None) == "albert"
+
+
 def _normalised_names(family: str, state: dict[str, torch.Tensor], config) -> dict[str, torch.Tensor]:
     """Base models (GPT2Model, LlamaModel, BertModel) save without their task models' prefix."""
     if family == "gpt" and _is_llama(config):
@@ -98,6 +107,11 @@ def _normalised_names(family: str, state: dict[str, torch.Tensor], config) -> di
         return {name if name.startswith("lm_head") else f"model.{name}": t for name, t in state.items()}
     if family == "gpt" and not any(name.startswith("transformer.") for name in state):
         return {name if name.startswith("lm_head") else f"transformer.{name}": t for name, t in state.items()}
+    if family == "bert" and _is_albert(config):
+        if any(name.startswith("albert.") for name in state):
+            return state
+        return {name if name.startswith(("predictions.", "sop_classifier.")) else f"albert.{name}": t
+                for name, t in state.items()}
     if family == "bert" and not any(name.startswith("bert.") for name in state):
         return {name if name.startswith("cls.") else f"bert.{name}": t for name, t in state.items()}
     return state
