@@ -28,6 +28,27 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def train_steps(model, objective, batch: dict, *, steps: int = 4, weight_decay: float = 0.1):
+    """Inside an engine script: `steps` AdamW steps (lr 1e-2, constant) of ZeRO-2 bf16 on
+    `batch` through the engine builder the stages use; returns (engine, losses, the last
+    step's objective output)."""
+    from stages.training.engine import create_engine, optimizer_step
+    from stages.training.engine_settings import EngineSettings
+
+    settings = EngineSettings(
+        micro_batch_size=len(next(iter(batch.values()))), gradient_accumulation_steps=1, zero_stage=2,
+        grad_clip=1.0, precision="bf16", lr=1e-2, weight_decay=weight_decay, adam_betas=(0.9, 0.95),
+        warmup_steps=0, max_steps=steps, lr_decay="constant", min_lr_ratio=1.0)
+    engine = create_engine(model, settings)
+    losses = []
+    for _ in range(steps):
+        out = objective(engine, batch)
+        engine.backward(out.loss)
+        optimizer_step(engine)
+        losses.append(out.loss.item())
+    return engine, losses, out
+
+
 def run_engine_script(script: str, *args: str, omp_threads: int = 1, extra_env: dict[str, str] | None = None,
                       timeout: float = 600) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "DS_ACCELERATOR": "cpu", "MASTER_ADDR": "127.0.0.1",

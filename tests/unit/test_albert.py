@@ -273,16 +273,12 @@ import torch.distributed as dist
 from stages.models import BertForPreTraining
 from stages.models.presets import preset_config
 from stages.pretrain.objectives import MaskedLM
-from stages.training.deepspeed_config import build_deepspeed_config
-from stages.training.engine import full_fp32_state_dict, initialize_engine, optimizer_step
-from stages.training.schedule import WarmupDecaySchedule
+from stages.training.engine import full_fp32_state_dict
+from tests.engine_subprocess import train_steps
 
 dist.init_process_group("gloo", rank=0, world_size=1)
 torch.manual_seed(0)
 model = BertForPreTraining(preset_config("albert-debug", vocab_size=64, max_seq_len=16))
-engine = initialize_engine(
-    model, lr=1e-2, weight_decay=0.01, schedule=WarmupDecaySchedule(warmup_steps=0, max_steps=4, decay="constant"),
-    ds_config=build_deepspeed_config(micro_batch_size=4, zero_stage=2, precision="bf16"))
 objective = MaskedLM(16, "sop")
 generator = torch.Generator().manual_seed(0)
 ids = torch.randint(4, 64, (4, 16), generator=generator)
@@ -290,12 +286,7 @@ masked = torch.rand(4, 16, generator=generator) < 0.3
 batch = {"input_ids": ids.masked_fill(masked, 3), "attention_mask": torch.ones_like(ids),
          "token_type_ids": (torch.arange(16) >= 8).long().expand(4, 16).contiguous(),
          "labels": ids.masked_fill(~masked, -100), "next_sentence_label": torch.tensor([0, 1, 0, 1])}
-losses = []
-for _ in range(4):
-    out = objective(engine, batch)
-    engine.backward(out.loss)
-    optimizer_step(engine)
-    losses.append(out.loss.item())
+engine, losses, out = train_steps(model, objective, batch, weight_decay=0.01)
 fresh = BertForPreTraining(model.config)
 fresh.load_state_dict(full_fp32_state_dict(engine), strict=True)
 print("RESULTS" + json.dumps({"losses": losses, "parts": sorted(out.parts),

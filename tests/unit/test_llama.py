@@ -186,24 +186,15 @@ import torch.distributed as dist
 from stages.models import GPT
 from stages.models.presets import preset_config
 from stages.pretrain.objectives import CausalLM
-from stages.training.deepspeed_config import build_deepspeed_config
-from stages.training.engine import full_fp32_state_dict, initialize_engine, optimizer_step
-from stages.training.schedule import WarmupDecaySchedule
+from stages.training.engine import full_fp32_state_dict
+from tests.engine_subprocess import train_steps
 
 dist.init_process_group("gloo", rank=0, world_size=1)
 torch.manual_seed(0)
 model = GPT(preset_config("llama-debug", vocab_size=64, max_seq_len=16))
-engine = initialize_engine(
-    model, lr=1e-2, weight_decay=0.1, schedule=WarmupDecaySchedule(warmup_steps=0, max_steps=4, decay="constant"),
-    ds_config=build_deepspeed_config(micro_batch_size=4, zero_stage=2, precision="bf16"))
 objective = CausalLM(16)
 batch = {"input_ids": torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(0))}
-losses = []
-for _ in range(4):
-    out = objective(engine, batch)
-    engine.backward(out.loss)
-    optimizer_step(engine)
-    losses.append(out.loss.item())
+engine, losses, _ = train_steps(model, objective, batch, weight_decay=0.1)
 fresh = GPT(model.config)
 fresh.load_state_dict(full_fp32_state_dict(engine), strict=True)
 print("RESULTS" + json.dumps({"losses": losses, "steps": engine.global_steps,
