@@ -37,8 +37,10 @@ demo: install
 	$(BIN)/pretrain run configs/demo.yaml
 	$(BIN)/pretrain status runs/demo
 
+# The Ray tests and the unit tests run side by side (tests/parallel_suite.py); with
+# PYTEST_ARGS, one plain pytest with those arguments.
 test: install browser
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m tests.parallel_suite $(PYTEST_ARGS)
 
 # Headless Chromium for tests/e2e/test_report_browser.py; a no-op when already installed.
 browser:

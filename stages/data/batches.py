@@ -9,7 +9,9 @@ gets the same mask in an epoch whatever the rank, world size or resume point.
           before it in the row, so that attention can be kept within a document
           (`document_attention_mask`). The model shifts labels itself.
     mlm   input_ids, token_type_ids, attention_mask, labels (-100 = not predicted),
-          next_sentence_label (nsp/sop datasets)
+          next_sentence_label (nsp/sop datasets); dynamic masks by token, whole word
+          (masking.py) or SpanBERT span (span_masking.py), each example's from its own
+          generator
     span  input_ids, attention_mask, labels (targets, </s> last), decoder_input_ids
           (targets shifted right behind the start token, T5's pad)
 """
@@ -20,6 +22,7 @@ import numpy as np
 import torch
 
 from stages.data.masking import IGNORE_INDEX, MaskingPolicy
+from stages.data.span_masking import SpanMaskingPolicy
 
 
 class ClmBatch:
@@ -55,15 +58,28 @@ class MlmBatch:
         self.seed = seed
         self.policy = None
         if settings["masking"] == "dynamic":
+            # Words as the static path knows them: the tokenizer's continuation pieces
+            # ('##...', or tokens without a word-start marker), stored in the index.
+            # Indexes from before mask_unit existed have no key: token or whole word.
+            span = settings.get("mask_unit") == "span"
             word_start = None
-            if settings["whole_word_masking"]:
+            if settings["whole_word_masking"] or span:
                 word_start = np.ones(index["vocab_size"], dtype=bool)
                 word_start[settings["continuation_ids"]] = False
-            self.policy = MaskingPolicy(
-                mask_id=special["mask_id"], special_ids=np.array(special["special_ids"]),
-                vocab_size=index["vocab_size"], mask_prob=settings["mask_prob"],
-                mask_token_prob=settings["mask_token_prob"],
-                random_token_prob=settings["random_token_prob"], word_start=word_start)
+            if span:
+                self.policy = SpanMaskingPolicy(
+                    mask_id=special["mask_id"], special_ids=np.array(special["special_ids"]),
+                    vocab_size=index["vocab_size"], word_start=word_start,
+                    mask_prob=settings["mask_prob"], mask_token_prob=settings["mask_token_prob"],
+                    random_token_prob=settings["random_token_prob"],
+                    geometric_p=settings["span_geometric_p"],
+                    max_span_words=settings["max_span_words"])
+            else:
+                self.policy = MaskingPolicy(
+                    mask_id=special["mask_id"], special_ids=np.array(special["special_ids"]),
+                    vocab_size=index["vocab_size"], mask_prob=settings["mask_prob"],
+                    mask_token_prob=settings["mask_token_prob"],
+                    random_token_prob=settings["random_token_prob"], word_start=word_start)
 
     def __call__(self, columns: dict[str, np.ndarray], example_ids: np.ndarray,
                  epoch: int) -> dict[str, torch.Tensor]:

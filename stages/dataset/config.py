@@ -40,8 +40,7 @@ class MlmConfig(Section):
         "words, as whole_word_masking: true (the older spelling); span: SpanBERT's contiguous "
         "spans of whole words, lengths from a geometric distribution (span_geometric_p, "
         "max_span_words), [MASK]/random/unchanged decided per span. A unit, orthogonal to "
-        "`masking` (when masks are drawn): span needs masking: static for now, the loader "
-        "draws dynamic masks by token or whole word only")
+        "`masking` (when masks are drawn): every unit works with static and dynamic masking")
     span_geometric_p: float = Field(
         0.2, gt=0, le=1, description="mask_unit: span: parameter p of the geometric "
         "distribution of span lengths in words (SpanBERT: 0.2, mean 3.8 words with "
@@ -82,11 +81,6 @@ class MlmConfig(Section):
             raise ValueError("whole_word_masking: true and mask_unit: span both choose the "
                              "masked unit (spans are already whole words); remove "
                              "whole_word_masking")
-        if self.masking == "dynamic":
-            raise ValueError("mask_unit: span needs masking: static: the loader's dynamic "
-                             "masking draws token or whole-word masks only; set "
-                             "dataset.mlm.masking: static (dupe_factor > 1 gives each "
-                             "example several span masks)")
         return self
 
     @property

@@ -7,7 +7,7 @@ splitting, encoding) the same way for all of them.
     mlm   a window of documents as sentences (SentenceWindow) -> BERT pairs as slices of
           it (sentence_pairs.py) -> [CLS] A [SEP] B [SEP] padded to seq_len, assembled as
           one array; static masking stores the masked ids and labels (by token, whole
-          word, or SpanBERT span: span_masking.py).
+          word, or SpanBERT span: stages/data/span_masking.py).
     span  documents as token streams, each followed by eos, cut into chunks of T5's raw
           length (random_spans_helper), each corrupted into inputs + targets.
 """
@@ -21,11 +21,11 @@ import pyarrow as pa
 
 from stages.data.masking import MaskingPolicy
 from stages.data.span_corruption import corrupt, random_spans_helper, random_spans_noise_mask
+from stages.data.span_masking import SpanMaskingPolicy
 from stages.dataset.config import DatasetConfig
 from stages.dataset.examples import ExampleWriter, column_field
 from stages.dataset.rows import RowWriter
 from stages.dataset.sentence_pairs import PairSpans, SentenceWindow, window_pairs
-from stages.dataset.span_masking import SpanMaskingPolicy
 from stages.tokenizer.output import TokenIds
 
 

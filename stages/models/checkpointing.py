@@ -9,6 +9,11 @@ Each block's `forward` is replaced on the instance by a call through
 `torch.utils.checkpoint.checkpoint` (non-reentrant), so module names, the state dict and
 the outputs are unchanged; only the activations inside a block are freed after the
 forward pass and recomputed (with the same dropout masks) during backward.
+
+BLOCK_TYPES names the block class of every model the pretrain stage builds (GPT and
+Llama, BERT, ALBERT and both networks of ELECTRA, T5 and the original Transformer);
+stages/training/parallelize.py compiles the same blocks. A model whose blocks are missing
+here would silently train without either.
 """
 
 from __future__ import annotations
@@ -21,8 +26,10 @@ from torch.utils.checkpoint import checkpoint
 from stages.models.bert import BertBlock
 from stages.models.gpt import Block
 from stages.models.t5 import T5DecoderBlock, T5EncoderBlock
+from stages.models.transformer import TransformerDecoderBlock, TransformerEncoderBlock
 
-BLOCK_TYPES: tuple[type[nn.Module], ...] = (Block, BertBlock, T5EncoderBlock, T5DecoderBlock)
+BLOCK_TYPES: tuple[type[nn.Module], ...] = (Block, BertBlock, T5EncoderBlock, T5DecoderBlock,
+                                            TransformerEncoderBlock, TransformerDecoderBlock)
 
 
 def apply_activation_checkpointing(model: nn.Module,

@@ -8,13 +8,20 @@ import: config.json is written and read as plain JSON.
 
 Supported: GPT <-> GPT2LMHeadModel, llama GPT <-> LlamaForCausalLM,
 BertForPreTraining <-> BertForPreTraining, Bert <-> BertModel (variant albert:
-AlbertForPreTraining, AlbertModel), T5 <-> T5ForConditionalGeneration.
+AlbertForPreTraining, AlbertModel; a span boundary objective head is left out with a
+warning, as transformers has none; variant electra: ElectraForPreTraining <->
+ElectraForPreTraining with the generator as ElectraForMaskedLM in `<folder>/generator/`,
+ElectraGenerator <-> ElectraForMaskedLM, Bert <-> ElectraModel),
+T5 <-> T5ForConditionalGeneration. Not the
+original Transformer (t5 variant transformer): transformers has no class for it
+(`has_hf_class`), and export_hf refuses it.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +35,22 @@ from stages.models.convert_albert import (
     albert_config_from_hf, albert_to_hf_albert, hf_albert_config, hf_albert_to_albert,
 )
 from stages.models.convert_bert import bert_config_from_hf, bert_to_hf_bert, hf_bert_config, hf_bert_to_bert
+from stages.models.convert_electra import (
+    TIED_GENERATOR_NAME, electra_config_from_hf, electra_to_hf_electra, hf_electra_config,
+    hf_electra_pretraining_to_electra, hf_electra_to_electra,
+)
 from stages.models.convert_llama import gpt_to_hf_llama, hf_llama_config, hf_llama_to_gpt, llama_config_from_hf
 from stages.models.convert_t5 import hf_t5_config, hf_t5_to_t5, t5_config_from_hf, t5_to_hf_t5
+from stages.models.electra import ElectraForPreTraining, ElectraGenerator
 from stages.models.gpt import GPT, GPTConfig
 from stages.models.t5 import T5
+from stages.models.transformer import Transformer
 from stages.models.weights_file import read_weights
 
 HF_CONFIG_NAME = "config.json"
 HF_WEIGHTS_NAME = "model.safetensors"
+# ELECTRA's generator, a Hugging Face model of its own, inside the discriminator's folder
+ELECTRA_GENERATOR_FOLDER = "generator"
 
 
 def export_hf(model: nn.Module, directory: str | Path, tokenizer_json: str | Path | None = None,
@@ -43,8 +58,15 @@ def export_hf(model: nn.Module, directory: str | Path, tokenizer_json: str | Pat
     """Write `model` as a Hugging Face folder. special_tokens (e.g. {"pad_token": "[PAD]"})
     go into tokenizer_config.json so that AutoTokenizer knows them."""
     directory = Path(directory)
+    config, state, tied = _to_hf(model)  # first: a model it refuses leaves no folder behind
     directory.mkdir(parents=True, exist_ok=True)
-    config, state, tied = _to_hf(model)
+    if isinstance(model, BertForPreTraining) and model.config.span_boundary_objective:
+        # Left out rather than refused: the pretrain stage exports every run, and the
+        # encoder and MLM head, all that fine-tuning and transformers read, convert whole.
+        warnings.warn(f"export_hf: {directory} has no span boundary objective head (sbo.*): "
+                      "Hugging Face's BertForPreTraining has none; the encoder and MLM head are "
+                      "exported in full, and the pipeline's own save_pretrained folder (the "
+                      "pretrain stage's model/) keeps the SBO head", stacklevel=2)
     for name in tied:  # Hugging Face re-ties these on load; storing them twice is an error
         state.pop(name, None)
     save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(directory / HF_WEIGHTS_NAME),
@@ -56,6 +78,8 @@ def export_hf(model: nn.Module, directory: str | Path, tokenizer_json: str | Pat
         if "max_position_embeddings" in config or "n_positions" in config:
             tokenizer_config["model_max_length"] = config.get("max_position_embeddings", config.get("n_positions"))
         (directory / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
+    if isinstance(model, ElectraForPreTraining):  # as Google publishes ELECTRA: two models
+        export_hf(model.generator, directory / ELECTRA_GENERATOR_FOLDER, tokenizer_json, special_tokens)
     return directory
 
 
@@ -92,19 +116,56 @@ def import_hf(directory: str | Path) -> nn.Module:
         pretraining = any(k.startswith("predictions.") for k in state)
         model = BertForPreTraining(config) if pretraining else Bert(config)
         state = hf_albert_to_albert(state, config, backbone_only=not pretraining)
+    elif model_type == "electra":
+        model, state = _electra_from_hf(directory, hf_config, state)
     elif model_type == "t5":
         config = t5_config_from_hf(hf_config)
         model = T5(config)
         state = hf_t5_to_t5(state, config)
     else:
         raise ValueError(f"{config_path}: model_type {model_type!r} is not supported; "
-                         "known: gpt2, llama, bert, albert, t5")
+                         "known: gpt2, llama, bert, albert, electra, t5")
     model.load_state_dict(state, strict=True)
     return model
 
 
+def _electra_from_hf(directory: Path, hf_config: dict[str, Any],
+                     state: dict[str, torch.Tensor]) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    """ElectraForPreTraining (+ generator/) -> ElectraForPreTraining, ElectraForMaskedLM ->
+    ElectraGenerator, ElectraModel -> Bert; the model and its state dict."""
+    source = str(directory / HF_CONFIG_NAME)
+    if any(k.startswith("generator_predictions.") for k in state):
+        config = electra_config_from_hf(hf_config, source)
+        return ElectraGenerator(config), hf_electra_to_electra(state, config, "generator")
+    if not any(k.startswith("discriminator_predictions.") for k in state):
+        config = electra_config_from_hf(hf_config, source)
+        return Bert(config), hf_electra_to_electra(state, config, "model")
+    generator_dir = directory / ELECTRA_GENERATOR_FOLDER
+    if not (generator_dir / HF_CONFIG_NAME).is_file() or not (generator_dir / HF_WEIGHTS_NAME).is_file():
+        raise FileNotFoundError(
+            f"{generator_dir}: an ELECTRA discriminator (ElectraForPreTraining) imports with its generator "
+            f"(ElectraForMaskedLM: {HF_CONFIG_NAME} + {HF_WEIGHTS_NAME}) in this folder, as export_hf writes "
+            "it; put the generator there, or continue pretraining from the discriminator alone with "
+            "pretrain.init_from (a fresh generator)")
+    generator_config = json.loads((generator_dir / HF_CONFIG_NAME).read_text())
+    config = electra_config_from_hf(hf_config, source, generator=generator_config)
+    generator_state = read_weights(generator_dir / HF_WEIGHTS_NAME)
+    return ElectraForPreTraining(config), hf_electra_pretraining_to_electra(state, generator_state, config)
+
+
+def has_hf_class(model: nn.Module) -> bool:
+    """Whether transformers has a class that `export_hf` can write `model` as."""
+    return not isinstance(model, Transformer)
+
+
 def _to_hf(model: nn.Module) -> tuple[dict[str, Any], dict[str, torch.Tensor], list[str]]:
     """(config.json dict, HF state dict, names HF ties to another tensor)."""
+    if not has_hf_class(model):
+        raise ValueError(
+            "export_hf: the original Transformer (family t5, variant transformer) has no Hugging Face "
+            "transformers class to export to (T5ForConditionalGeneration has relative positions, RMSNorm "
+            "and no biases); keep it in the pipeline's own format (save_pretrained / load_pretrained, the "
+            "pretrain stage's model/ folder), which fine-tuning and evaluation read")
     state = model.state_dict()
     if isinstance(model, GPT) and model.config.variant == "llama":
         config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], **hf_llama_config(model.config),
@@ -119,6 +180,12 @@ def _to_hf(model: nn.Module) -> tuple[dict[str, Any], dict[str, torch.Tensor], l
         if model.config.vocab_size <= 50256:  # GPT2Config defaults to GPT-2's <|endoftext|> id
             config.update(bos_token_id=None, eos_token_id=None)
         return config, gpt_to_hf_gpt2(state, model.config.num_layers), ["lm_head.weight"]
+    if isinstance(model, (Bert, ElectraForPreTraining, ElectraGenerator)) and model.config.variant == "electra":
+        part, architecture, tied = {ElectraForPreTraining: ("discriminator", "ElectraForPreTraining", []),
+                                    ElectraGenerator: ("generator", "ElectraForMaskedLM", [TIED_GENERATOR_NAME]),
+                                    Bert: ("model", "ElectraModel", [])}[type(model)]
+        config = {"model_type": "electra", "architectures": [architecture], **hf_electra_config(model.config)}
+        return config, electra_to_hf_electra(state, model.config, part), tied
     if isinstance(model, (Bert, BertForPreTraining)) and model.config.variant == "albert":
         backbone_only = isinstance(model, Bert)
         architecture = "AlbertModel" if backbone_only else "AlbertForPreTraining"
@@ -139,4 +206,5 @@ def _to_hf(model: nn.Module) -> tuple[dict[str, Any], dict[str, torch.Tensor], l
         if model.config.tie_word_embeddings:
             tied.append("lm_head.weight")
         return config, t5_to_hf_t5(state, model.config), tied
-    raise TypeError(f"export_hf supports GPT, Bert, BertForPreTraining and T5, got {type(model).__name__}")
+    raise TypeError(f"export_hf supports GPT, Bert, BertForPreTraining, ElectraForPreTraining, ElectraGenerator "
+                    f"and T5, got {type(model).__name__}")

@@ -1,5 +1,6 @@
-"""Position information: T5's relative position bias and rotary embeddings (RoPE).
-Learned absolute positions are a plain `nn.Embedding` in GPT and BERT.
+"""Position information: T5's relative position bias, rotary embeddings (RoPE) and the
+original Transformer's sinusoids. Learned absolute positions are a plain `nn.Embedding`
+in GPT and BERT.
 
 Shapes: T query length, S key length, nh heads, hs head size.
 """
@@ -100,3 +101,16 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     x1, x2 = x.chunk(2, dim=-1)  # 2 x (B, nh, T, hs/2)
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+def sinusoidal_positions(positions: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
+    """The original Transformer's absolute positions (Vaswani et al. 2017, sec. 3.5):
+    PE[pos, 2i] = sin(pos / base**(2i/dim)), PE[pos, 2i+1] = cos(pos / base**(2i/dim)).
+
+    positions (T,) -> (T, dim) fp32. No parameters and no buffer: computed for any length
+    (a model trained on short rows still has positions for long ones) and in fp32 whatever
+    the model's dtype, as RotaryEmbedding does."""
+    exponents = torch.arange(0, dim, 2, device=positions.device).float() / dim  # (ceil(dim/2),)
+    angles = positions.float()[:, None] / base**exponents  # (T, ceil(dim/2))
+    # interleave: sin in the even channels, cos in the odd ones
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)[:, :dim]  # (T, dim)

@@ -7,7 +7,9 @@ tests and CPU smoke runs. Parameter counts are asserted in tests/unit/test_model
     with torch.device("meta"):                    # shapes only, no memory
         n = build_preset("bert-large").num_parameters()
 
-Family model classes: "gpt" -> GPT, "bert" -> BertForPreTraining (ALBERT: variant albert), "t5" -> T5.
+Family model classes: "gpt" -> GPT, "bert" -> BertForPreTraining (ALBERT: variant albert;
+ELECTRA: variant electra, ElectraForPreTraining), "t5" -> T5
+(variant transformer: Transformer, the original one; build.VARIANT_MODELS).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import torch.nn as nn
 
 from stages.models.bert import BertConfig, BertForPreTraining
+from stages.models.build import model_class
 from stages.models.gpt import GPT, GPTConfig
 from stages.models.t5 import T5, T5Config
 
@@ -33,7 +36,13 @@ _BERT = dict(vocab_size=30522, max_seq_len=512, dropout=0.1)  # uncased WordPiec
 # vocabulary; no dropout (ALBERT v2's configs, after the paper found that removing it helps).
 _ALBERT = dict(variant="albert", vocab_size=30000, max_seq_len=512, embedding_size=128, share_layers="all",
                dropout=0.0)
+# ELECTRA (Clark et al. 2020, Table 6 / appendix): BERT's vocabulary, 64-wide heads, a generator
+# 1/4 (small) or 1/3 (base) as wide as the discriminator; parameter counts are the discriminator's.
+_ELECTRA = dict(variant="electra", vocab_size=30522, max_seq_len=512, dropout=0.1)
 _T5 = dict(vocab_size=32128, head_size=64, relative_attention_num_buckets=32, dropout=0.1)
+# The original Transformer (Vaswani et al. 2017, Table 3): WMT'14 English-German's shared
+# 37000-token BPE vocabulary, P_drop 0.1 (base; 0.3 for big on English-German).
+_TRANSFORMER = dict(variant="transformer", vocab_size=37000, dropout=0.1)
 
 # name -> (family, config fields)
 PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -55,12 +64,23 @@ PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "albert-large": ("bert", dict(_ALBERT, num_layers=24, hidden_size=1024, num_heads=16, intermediate_size=4096)),
     "albert-xlarge": ("bert", dict(_ALBERT, num_layers=24, hidden_size=2048, num_heads=32,
                                    intermediate_size=8192)),
+    "electra-debug": ("bert", dict(_ELECTRA, vocab_size=512, max_seq_len=64, num_layers=2, hidden_size=64,
+                                   embedding_size=32, num_heads=4, generator_size=0.25)),
+    "electra-small": ("bert", dict(_ELECTRA, num_layers=12, hidden_size=256, embedding_size=128, num_heads=4,
+                                   intermediate_size=1024, generator_size=0.25)),
+    "electra-base": ("bert", dict(_ELECTRA, num_layers=12, hidden_size=768, embedding_size=768, num_heads=12,
+                                  intermediate_size=3072, generator_size=1 / 3)),
     "t5-debug": ("t5", dict(vocab_size=512, hidden_size=64, head_size=16, ff_size=128, num_layers=2, num_heads=4)),
     "t5-small": ("t5", dict(_T5, hidden_size=512, ff_size=2048, num_layers=6, num_heads=8)),
     "t5-base": ("t5", dict(_T5, hidden_size=768, ff_size=3072, num_layers=12, num_heads=12)),
     # T5 v1.1: gated-GELU FFN, untied LM head (google/t5-v1_1-*).
     "t5-v1_1-small": ("t5", dict(_T5, hidden_size=512, ff_size=1024, num_layers=8, num_heads=6,
                                  feed_forward="gated-gelu", tie_word_embeddings=False)),
+    "transformer-debug": ("t5", dict(variant="transformer", vocab_size=512, hidden_size=64, ff_size=128,
+                                     num_layers=2, num_heads=4)),
+    "transformer-base": ("t5", dict(_TRANSFORMER, hidden_size=512, ff_size=2048, num_layers=6, num_heads=8)),
+    "transformer-big": ("t5", dict(_TRANSFORMER, hidden_size=1024, ff_size=4096, num_layers=6, num_heads=16,
+                                   dropout=0.3)),
     # Llama-style GPTs (variant llama: RMSNorm, rotary, SwiGLU, no biases, untied head), no
     # dropout as Llama trains, Llama's 32000-token SentencePiece vocabulary and 2048 context.
     "llama-debug": ("gpt", dict(variant="llama", vocab_size=512, max_seq_len=64, num_layers=2, hidden_size=64,
@@ -99,7 +119,8 @@ def preset_config(name: str, **overrides: Any) -> Any:
 def build_preset(name: str, **overrides: Any) -> nn.Module:
     """A freshly initialised model of preset `name` (GPT, BertForPreTraining or T5)."""
     family, _ = _lookup(name)
-    return FAMILY_MODELS[family][1](preset_config(name, **overrides))
+    config = preset_config(name, **overrides)
+    return model_class(family, config)(config)
 
 
 def _lookup(name: str) -> tuple[str, dict[str, Any]]:

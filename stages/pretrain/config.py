@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
 
 from stages.evaluate.spec import builtin_task_names, check_task_list, resolve_task_spec
 from stages.section import Section
@@ -16,19 +16,26 @@ from stages.section import Section
 # family -> the ModelConfig fields that apply only to it (the rest apply to every family)
 FAMILY_FIELDS: dict[str, tuple[str, ...]] = {
     "gpt": ("variant", "num_kv_heads", "intermediate_size", "rope_theta", "tie_word_embeddings"),
-    "bert": ("variant", "intermediate_size", "embedding_size", "share_layers"),
-    "t5": ("ff_size", "head_size", "num_decoder_layers", "feed_forward", "tie_word_embeddings"),
+    "bert": ("variant", "intermediate_size", "embedding_size", "share_layers", "span_boundary_objective",
+             "generator_size", "rtd_weight"),
+    "t5": ("variant", "ff_size", "head_size", "num_decoder_layers", "feed_forward", "tie_word_embeddings"),
 }
+# Keys added after pretrain fingerprints existed: left out of the dump while unset or off
+# (None or False, which mean the same)
+KEYS_DUMPED_ONLY_WHEN_SET = ("span_boundary_objective", "generator_size", "rtd_weight")
 # layer_norm_eps when unset: each reference architecture's own value
 DEFAULT_LAYER_NORM_EPS = {"gpt": 1e-5, "bert": 1e-12, "t5": 1e-6}
+# ... where a variant's differs from its family's (torch.nn.Transformer's LayerNorm default)
+VARIANT_LAYER_NORM_EPS = {"transformer": 1e-5}
 
 
 class ModelConfig(Section):
     preset: str | None = Field(
         None, description="a named shape from stages/models/presets.py (gpt2-small, gpt2-medium, "
-        "gpt2-large, bert-base, bert-large, albert-base, albert-large, albert-xlarge, t5-small, "
-        "t5-base, t5-v1_1-small, ...): sets family and every architecture key (dropout included: "
-        "the papers' 0.1, ALBERT's 0); keys given next to it override the preset's. The preset's "
+        "gpt2-large, bert-base, bert-large, albert-base, albert-large, albert-xlarge, "
+        "electra-small, electra-base, t5-small, "
+        "t5-base, t5-v1_1-small, transformer-base, transformer-big, ...): sets family and every "
+        "architecture key (dropout included: the papers' 0.1, ALBERT's 0); keys given next to it override the preset's. The preset's "
         "vocab_size and max_seq_len are not used: they come from the dataset like every model's "
         "(set tokenizer.vocab_size and dataset.seq_len to the paper's, as configs/gpt2-small.yaml "
         "does)")
@@ -36,8 +43,10 @@ class ModelConfig(Section):
         "gpt", description="model family, which fixes the pretraining objective: 'gpt' = GPT-2 "
         "decoder (pre-LN, learned positions, tied LM head; or Llama's with variant: llama) "
         "trained on clm; 'bert' = BERT encoder "
-        "with MLM + NSP/SOP heads trained on mlm (or ALBERT's with variant: albert); 't5' = T5 "
-        "encoder-decoder trained on span")
+        "with MLM + NSP/SOP heads trained on mlm (or ALBERT's with variant: albert, or ELECTRA's "
+        "discriminator and generator trained by replaced-token detection with variant: electra); "
+        "'t5' = T5 "
+        "encoder-decoder trained on span (or the original Transformer's with variant: transformer)")
     num_layers: int = Field(2, ge=1, description="number of Transformer blocks (t5: encoder blocks)")
     hidden_size: int = Field(128, ge=8, description="residual stream width (d_model)")
     num_heads: int = Field(4, ge=1, description="attention heads; must divide hidden_size")
@@ -50,15 +59,24 @@ class ModelConfig(Section):
     dropout: float = Field(0.0, ge=0, lt=1, description="dropout on embeddings, attention and MLP outputs")
     layer_norm_eps: float | None = Field(
         None, gt=0, description="LayerNorm (t5, gpt llama: RMSNorm) epsilon; unset = the family's own "
-        "(gpt 1e-5, bert 1e-12, t5 1e-6)")
-    variant: Literal["gpt2", "llama", "bert", "albert"] | None = Field(
+        "(gpt 1e-5, bert 1e-12, t5 1e-6, t5 variant transformer 1e-5)")
+    variant: Literal["gpt2", "llama", "bert", "albert", "electra", "t5", "transformer"] | None = Field(
         None, description="gpt: 'gpt2' (LayerNorm, learned positions, GELU MLP, biases, tied "
         "head) or 'llama' (RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention, no "
         "biases, untied head; converts to Hugging Face LlamaForCausalLM); unset = gpt2. bert: "
         "'bert' or 'albert' (Lan et al. 2020: factorized embeddings, embedding_size 128 unless "
         "set, one layer shared by all num_layers unless share_layers says otherwise, tanh GELU; "
         "trains mlm + sop with dataset.mlm.sentence_task: sop; converts to Hugging Face "
-        "AlbertForPreTraining); unset = bert")
+        "AlbertForPreTraining) or 'electra' (Clark et al. 2020: a discriminator trained by "
+        "replaced-token detection with a generator generator_size as wide trained jointly by MLM, "
+        "sharing its embeddings, no pooler; embedding_size may differ from hidden_size; trains on "
+        "the mlm dataset with dataset.mlm.sentence_task: none; fine-tunes the discriminator; "
+        "converts to Hugging Face ElectraForPreTraining + ElectraForMaskedLM); unset = bert. t5: "
+        "'t5' or 'transformer' (Vaswani et al. 2017: "
+        "post-LN with LayerNorm, sinusoidal positions, one embedding matrix for source, target "
+        "and output scaled by sqrt(hidden_size), ReLU feed-forward, biases; no relative "
+        "attention, gated-gelu, untied head or head_size other than hidden_size / num_heads; "
+        "trains on span like T5, no Hugging Face export); unset = t5")
     num_kv_heads: int | None = Field(
         None, ge=1, description="gpt llama only: key/value heads of grouped-query attention, a "
         "divisor of num_heads (1 = multi-query); unset = num_heads (plain multi-head)")
@@ -82,15 +100,35 @@ class ModelConfig(Section):
         "v1.0: true, v1.1: false); unset = true for t5 and gpt2 (which always ties), false for "
         "llama")
     embedding_size: int | None = Field(
-        None, ge=1, description="bert albert only: width E of the word, position and token-type "
-        "embeddings, projected to hidden_size before the first layer and back to E by the MLM "
-        "head (ALBERT's factorized embedding: V x E + E x H parameters instead of V x H); unset "
-        "= 128")
+        None, ge=1, description="bert albert and electra only: width E of the word, position and "
+        "token-type embeddings, projected to hidden_size before the first layer and back to E by "
+        "the MLM head (ALBERT's factorized embedding: V x E + E x H parameters instead of V x H); "
+        "unset = 128 (albert), hidden_size (electra; electra-small uses 128)")
     share_layers: Literal["none", "all", "attention", "ffn"] | None = Field(
         None, description="bert albert only: cross-layer parameter sharing. 'all' = one layer's "
         "weights applied num_layers times (ALBERT), 'attention' / 'ffn' = only that sublayer "
         "shared (the paper's ablations; these two do not convert to Hugging Face), 'none' = "
         "every layer its own (as BERT); unset = all")
+    span_boundary_objective: bool | None = Field(
+        None, description="bert only: add SpanBERT's span boundary objective (Joshi et al. 2020, "
+        "section 3.2; pair it with dataset.mlm.mask_unit: span): a head predicts each masked "
+        "token again from the hidden states of the two tokens just outside its span and its "
+        "position in the span (a 2-layer GELU + LayerNorm feed-forward, then the tied MLM "
+        "decoder); its cross-entropy (metric part sbo) is added to the MLM loss. Spans are the "
+        "runs of masked positions, so two spans that touch count as one. Hugging Face has no "
+        "such head: the hf/ export leaves it out (the encoder and MLM head convert as BERT's); "
+        "unset = off")
+    generator_size: float | None = Field(
+        None, gt=0, le=1, description="bert electra only: the generator's hidden size and heads as "
+        "a fraction of the discriminator's (same depth and embeddings, feed-forward 4 x its hidden "
+        "size); the paper found 1/4 to 1/2 best (electra-small 1/4, electra-base 1/3): a generator "
+        "as strong as the discriminator makes the detection task too hard; unset = 0.25")
+    rtd_weight: float | None = Field(
+        None, gt=0, description="bert electra only: lambda, the weight of the discriminator's "
+        "replaced-token-detection loss (a mean binary cross-entropy over the real tokens) added "
+        "to the generator's MLM loss (a mean over the masked tokens); unset = 50 (the paper's). "
+        "The logged loss and val_loss are the trained total (rtd weighted by this); rtd_loss and "
+        "mlm_loss are logged unweighted")
 
     @model_validator(mode="before")
     @classmethod
@@ -161,20 +199,54 @@ class ModelConfig(Section):
 
     @model_validator(mode="after")
     def _variant_fits_the_family(self) -> "ModelConfig":
-        variants = {"gpt": ("gpt2", "llama"), "bert": ("bert", "albert")}.get(self.family, ())
+        variants = {"gpt": ("gpt2", "llama"), "bert": ("bert", "albert", "electra"), "t5": ("t5", "transformer")}.get(
+            self.family, ())
         if self.variant is not None and self.variant not in variants:
             raise ValueError(
                 f"variant={self.variant!r} is not a {self.family!r} variant; family {self.family} takes "
                 f"{' or '.join(repr(v) for v in variants) or 'no variant'}")
         if self.family == "bert" and self.variant != "albert":
-            given = [name for name, fits in (("embedding_size", self.embedding_size in (None, self.hidden_size)),
+            given = [name for name, fits in (("embedding_size", self.variant == "electra"
+                                              or self.embedding_size in (None, self.hidden_size)),
                                              ("share_layers", self.share_layers in (None, "none"))) if not fits]
             if given:
                 raise ValueError(
                     f"{', '.join(given)} apply to variant: albert only (BERT's embeddings are "
                     "hidden_size wide and every layer has its own weights); set variant: albert or "
                     "remove them")
+        if self.family == "bert":
+            self._electra_keys_fit()
+        if self.family == "t5" and self.variant == "transformer":
+            given = [name for name, fits in (
+                ("feed_forward", self.feed_forward in (None, "relu")),
+                ("tie_word_embeddings", self.tie_word_embeddings in (None, True)),
+                ("head_size", self.head_size in (None, self.hidden_size // self.num_heads))) if not fits]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)}: variant transformer has a ReLU feed-forward, one embedding "
+                    "matrix tied to the output, and heads of hidden_size / num_heads "
+                    f"({self.hidden_size // self.num_heads}); remove them or set variant: t5")
         return self
+
+    def _electra_keys_fit(self) -> None:
+        if self.variant != "electra":
+            given = [name for name in ("generator_size", "rtd_weight") if getattr(self, name) is not None]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} apply to variant: electra only (the generator and the "
+                    "replaced-token-detection loss are ELECTRA's); set variant: electra or remove them")
+            return
+        if self.span_boundary_objective:
+            raise ValueError("span_boundary_objective is a head of the BERT pretraining model; variant "
+                             "electra trains replaced-token detection without it: remove it")
+        # ELECTRA's generator shape, as BertConfig.generator_shape computes it
+        ratio = 0.25 if self.generator_size is None else self.generator_size
+        hidden, heads = round(self.hidden_size * ratio), max(1, round(self.num_heads * ratio))
+        if hidden < 1 or hidden % heads:
+            raise ValueError(
+                f"generator_size={ratio} gives ELECTRA's generator hidden size {hidden} and {heads} heads "
+                f"(hidden_size {self.hidden_size} and num_heads {self.num_heads} scaled), which do not "
+                "divide; pick a generator_size that does")
 
     @model_validator(mode="after")
     def _fields_belong_to_the_family(self) -> "ModelConfig":
@@ -192,6 +264,16 @@ class ModelConfig(Section):
                 f"family they belong to")
         return self
 
+    @model_serializer(mode="wrap")
+    def _leave_out_unset_later_keys(self, handler):
+        # The dump is the fingerprint's input: a config that does not use a key added
+        # later keeps the fingerprint (and cached pretraining) it had before the key existed.
+        dumped = handler(self)
+        for key in KEYS_DUMPED_ONLY_WHEN_SET:
+            if dumped.get(key) in (None, False):
+                dumped.pop(key, None)
+        return dumped
+
     def architecture(self) -> dict[str, Any]:
         """The fields of the family's model config (stages.models.build_model's input):
         family, the shared fields, and this family's own fields with their defaults; with a
@@ -200,7 +282,8 @@ class ModelConfig(Section):
         fields: dict[str, Any] = {**self._preset_extras(),
             "family": self.family, "num_layers": self.num_layers, "hidden_size": self.hidden_size,
             "num_heads": self.num_heads, "dropout": self.dropout,
-            "layer_norm_eps": self.layer_norm_eps or DEFAULT_LAYER_NORM_EPS[self.family],
+            "layer_norm_eps": (self.layer_norm_eps or VARIANT_LAYER_NORM_EPS.get(self.variant)
+                               or DEFAULT_LAYER_NORM_EPS[self.family]),
         }
         if self.family == "gpt":
             # Only what is set: GPTConfig fills in each variant's own defaults.
@@ -209,7 +292,9 @@ class ModelConfig(Section):
         if self.family == "bert":
             fields["intermediate_size"] = self.intermediate_size or 4 * self.hidden_size
             # Only what is set: BertConfig fills in each variant's own defaults.
-            fields.update({name: getattr(self, name) for name in ("variant", "embedding_size", "share_layers")
+            fields.update({name: getattr(self, name) for name in ("variant", "embedding_size", "share_layers",
+                                                                  "span_boundary_objective", "generator_size",
+                                                                  "rtd_weight")
                            if getattr(self, name) is not None})
         if self.family == "t5":
             fields.update(
@@ -219,6 +304,8 @@ class ModelConfig(Section):
                 feed_forward=self.feed_forward or "relu",
                 tie_word_embeddings=True if self.tie_word_embeddings is None else self.tie_word_embeddings,
             )
+            if self.variant is not None:  # unset stays out: T5 fingerprints as before variants existed
+                fields["variant"] = self.variant
         return fields
 
     def _preset_extras(self) -> dict[str, Any]:
@@ -404,6 +491,11 @@ class PretrainConfig(Section):
                 raise ValueError(
                     f"pretrain.eval_tasks: {', '.join(generation)} generate text, which a BERT model "
                     "cannot do; remove them (they run for gpt and t5)")
+            if self.model.variant == "electra" and self.eval_tasks:
+                raise ValueError(
+                    "pretrain.eval_tasks: BERT models are scored through their masked-LM head, which "
+                    "ELECTRA's discriminator does not have; remove them for variant electra (fine-tune "
+                    "the discriminator instead)")
         return self
 
     @model_validator(mode="after")

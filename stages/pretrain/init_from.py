@@ -12,7 +12,8 @@ checkpoint of the run itself, restored after that, still wins.
 
 Folders: a Hugging Face one (config.json + model.safetensors or pytorch_model.bin;
 GPT2LMHeadModel / GPT2Model, LlamaForCausalLM / LlamaModel, BertForPreTraining / BertForMaskedLM / BertModel,
-AlbertForPreTraining / AlbertForMaskedLM / AlbertModel, T5ForConditionalGeneration), or one
+AlbertForPreTraining / AlbertForMaskedLM / AlbertModel, ElectraForPreTraining / ElectraModel (the
+discriminator; the generator starts fresh), T5ForConditionalGeneration), or one
 of ours (the pretrain stage's model/ or a snapshot: model_config.json + model.safetensors). Imports no torch at module load.
 """
 
@@ -26,7 +27,8 @@ from typing import Any
 from stages.pretrain.inputs import INIT_FROM
 
 HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-HF_FAMILIES = {"gpt2": "gpt", "llama": "gpt", "bert": "bert", "albert": "bert", "t5": "t5"}
+HF_FAMILIES = {"gpt2": "gpt", "llama": "gpt", "bert": "bert", "albert": "bert", "electra": "bert",
+               "t5": "t5"}
 # our config field -> the name a Hugging Face config.json gives it (same name if absent)
 HF_KEY_NAMES = {
     "gpt": {"num_layers": "n_layer", "hidden_size": "n_embd", "num_heads": "n_head", "max_seq_len": "n_positions",
@@ -35,6 +37,8 @@ HF_KEY_NAMES = {
              "max_seq_len": "max_position_embeddings"},
     "albert": {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
                "max_seq_len": "max_position_embeddings"},
+    "electra": {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
+                "max_seq_len": "max_position_embeddings"},
     "llama": {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
               "num_kv_heads": "num_key_value_heads", "max_seq_len": "max_position_embeddings",
               "layer_norm_eps": "rms_norm_eps"},
@@ -97,11 +101,12 @@ def _hf_config_reader(model_type: str):
     from stages.models.convert import gpt_config_from_hf
     from stages.models.convert_albert import albert_config_from_hf
     from stages.models.convert_bert import bert_config_from_hf
+    from stages.models.convert_electra import electra_config_from_hf
     from stages.models.convert_llama import llama_config_from_hf
     from stages.models.convert_t5 import t5_config_from_hf
 
     return {"gpt2": gpt_config_from_hf, "llama": llama_config_from_hf, "bert": bert_config_from_hf,
-            "albert": albert_config_from_hf, "t5": t5_config_from_hf}[model_type]
+            "albert": albert_config_from_hf, "electra": electra_config_from_hf, "t5": t5_config_from_hf}[model_type]
 
 
 def _config_or_error(make, config_file: Path):
@@ -121,7 +126,7 @@ def _key_name(source: dict[str, Any], key: str) -> str:
     if source["format"] != "hf":
         return key
     model_type = source.get("model_type")
-    names = HF_KEY_NAMES[model_type if model_type in ("llama", "albert") else source["family"]]
+    names = HF_KEY_NAMES[model_type if model_type in ("llama", "albert", "electra") else source["family"]]
     return names.get(key, key)
 
 

@@ -8,7 +8,8 @@ A Hugging Face checkpoint is converted through the same name maps as export and 
 (stages/models/convert*.py). What it lacks is filled from the freshly initialised model
 first, so that a BertModel (MiniLM, sentence-transformers checkpoints) or a
 BertForMaskedLM starts BERT pretraining with new MLM / NSP heads and pooler (ALBERT's
-AlbertModel / AlbertForMaskedLM likewise); any other
+AlbertModel / AlbertForMaskedLM likewise; ELECTRA's ElectraForPreTraining / ElectraModel
+with a new generator, and a new discriminator head for ElectraModel); any other
 missing tensor is an error, as is a tensor of another shape.
 """
 
@@ -24,6 +25,7 @@ from stages.models.build import build_model
 from stages.models.convert import gpt_to_hf_gpt2, hf_gpt2_to_gpt
 from stages.models.convert_albert import albert_to_hf_albert, hf_albert_to_albert
 from stages.models.convert_bert import bert_to_hf_bert, hf_bert_to_bert
+from stages.models.convert_electra import electra_to_hf_pretraining, hf_pretraining_to_electra
 from stages.models.convert_llama import gpt_to_hf_llama, hf_llama_to_gpt
 from stages.models.convert_t5 import hf_t5_to_t5, t5_to_hf_t5
 from stages.models.weights_file import load_weights_into, read_weights
@@ -41,6 +43,9 @@ _CONVERSIONS = {
              lambda c: {"predictions.decoder.weight", "predictions.decoder.bias"} if _is_albert(c)
              else {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"},
              ("cls.", "bert.pooler.", "predictions.", "sop_classifier.", "albert.pooler.")),
+    # ELECTRA (bert variant electra): a discriminator folder; the generator it lacks starts fresh
+    "electra": (electra_to_hf_pretraining, hf_pretraining_to_electra, lambda c: set(),
+                ("generator.", "discriminator_predictions.")),
     "t5": (t5_to_hf_t5, hf_t5_to_t5,
            lambda c: {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"}
            | ({"lm_head.weight"} if c.tie_word_embeddings else set()), ()),
@@ -61,7 +66,8 @@ def load_initial_weights(model: nn.Module, source: dict[str, Any]) -> list[str]:
     if source["format"] == "pretrained":
         load_weights_into(model, weights_file)  # errors name the file
         return []
-    to_hf, from_hf, tied_names, optional = _CONVERSIONS[source["family"]]
+    conversion = "electra" if _is_electra(model.config) else source["family"]
+    to_hf, from_hf, tied_names, optional = _CONVERSIONS[conversion]
     checkpoint = _normalised_names(source["family"], read_checkpoint_weights(weights_file), model.config)
     tied = tied_names(model.config)
     expected = {name: tensor for name, tensor in to_hf(model.state_dict(), model.config).items() if name not in tied}
@@ -99,6 +105,10 @@ def _is_albert(config) -> bool:
     return getattr(config, "variant", None) == "albert"
 
 
+def _is_electra(config) -> bool:
+    return getattr(config, "variant", None) == "electra"
+
+
 def _normalised_names(family: str, state: dict[str, torch.Tensor], config) -> dict[str, torch.Tensor]:
     """Base models (GPT2Model, LlamaModel, BertModel) save without their task models' prefix."""
     if family == "gpt" and _is_llama(config):
@@ -107,6 +117,10 @@ def _normalised_names(family: str, state: dict[str, torch.Tensor], config) -> di
         return {name if name.startswith("lm_head") else f"model.{name}": t for name, t in state.items()}
     if family == "gpt" and not any(name.startswith("transformer.") for name in state):
         return {name if name.startswith("lm_head") else f"transformer.{name}": t for name, t in state.items()}
+    if family == "bert" and _is_electra(config):
+        if any(name.startswith(("electra.", "generator.")) for name in state):
+            return state
+        return {f"electra.{name}": t for name, t in state.items()}
     if family == "bert" and _is_albert(config):
         if any(name.startswith("albert.") for name in state):
             return state

@@ -7,8 +7,10 @@ across ranks in one all-reduce.
     meter.add_step(step_seconds, data_seconds)
     record = meter.summarize(throughput)    # collective; starts the next interval
 
-Record keys: loss (sum of the parts' mean losses), <part>_loss and <part>_accuracy for
-each part (clm; mlm with nsp or sop; span), tokens_per_s, samples_per_s, mfu,
+Record keys: loss (sum of the parts' mean losses, each times the part's weight in the
+trained loss: what backward uses, e.g. ELECTRA's mlm + rtd_weight * rtd), <part>_loss
+(unweighted) and <part>_accuracy for each part (clm; mlm with nsp, sop, sbo; mlm and rtd;
+span), tokens_per_s, samples_per_s, mfu,
 data_wait_s (seconds per step spent in next(loader)) and data_wait_share (of the step).
 Validation uses the same part statistics under a "val_" prefix (`part_metrics`).
 With dataset.mixture: loss/<source> per source that had batches in the interval (the
@@ -18,6 +20,7 @@ same sum of part losses as loss), and val_loss/<source> (`mixture_validation`).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -26,9 +29,23 @@ import torch.distributed as dist
 from stages.pretrain.objectives.base import LOSS_SUM, NUM_CORRECT, NUM_PREDICTIONS, ObjectiveOutput
 
 
-def part_metrics(parts: dict[str, torch.Tensor], prefix: str = "") -> dict[str, float]:
+class PartStats(dict):
+    """Part name -> summed statistics (3,), with `weights`: each part's weight in the
+    trained loss, for the parts whose weight is not 1 (ObjectiveOutput.weights)."""
+
+    def __init__(self, stats: Mapping[str, torch.Tensor], weights: Mapping[str, float] | None = None):
+        super().__init__(stats)
+        self.weights = dict(weights or {})
+
+
+def part_metrics(parts: Mapping[str, torch.Tensor], prefix: str = "",
+                 weights: Mapping[str, float] | None = None) -> dict[str, float]:
     """Summed statistics per part -> {prefix}loss, {prefix}<part>_loss, {prefix}<part>_accuracy.
+    {prefix}loss weights each part's mean loss as the trained loss does: `weights`, else
+    those `parts` carries (PartStats, from PartTotals.as_dict), else 1 for every part.
     A part without any prediction (count 0) gets NaN rather than a made-up number."""
+    if weights is None:
+        weights = getattr(parts, "weights", {})
     record: dict[str, float] = {}
     total = 0.0
     for name, stats in parts.items():
@@ -36,7 +53,8 @@ def part_metrics(parts: dict[str, torch.Tensor], prefix: str = "") -> dict[str, 
         loss = float(stats[LOSS_SUM]) / count if count else math.nan
         record[f"{prefix}{name}_loss"] = loss
         record[f"{prefix}{name}_accuracy"] = float(stats[NUM_CORRECT]) / count if count else math.nan
-        total += loss
+        # 1.0 * loss is loss exactly (IEEE 754): parts that all weigh 1 log exactly their sum
+        total += float(weights.get(name, 1.0)) * loss
     return {f"{prefix}loss": total, **record}
 
 
@@ -63,19 +81,24 @@ class Throughput:
 
 
 class PartTotals:
-    """Running sums of each part's (loss sum, correct, count) on one rank."""
+    """Running sums of each part's (loss sum, correct, count) on one rank, and the parts'
+    weights in the trained loss as the outputs give them (constants of the objective and
+    the model, so not summed: the same on every rank)."""
 
     def __init__(self, parts: tuple[str, ...], device: torch.device):
         self.parts = tuple(parts)
         self.totals = torch.zeros(len(self.parts), 3, dtype=torch.float64, device=device)
+        self.weights: dict[str, float] = {}
 
     def add(self, output: ObjectiveOutput) -> None:
         for i, name in enumerate(self.parts):
             self.totals[i] += output.parts[name].to(self.totals.device)
+        self.weights.update(output.weights)
 
-    def as_dict(self, totals: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    def as_dict(self, totals: torch.Tensor | None = None) -> PartStats:
+        """Part name -> statistics (these totals, or `totals` shaped like them), with the weights."""
         totals = self.totals if totals is None else totals
-        return {name: totals[i] for i, name in enumerate(self.parts)}
+        return PartStats({name: totals[i] for i, name in enumerate(self.parts)}, self.weights)
 
 
 class IntervalMeter:

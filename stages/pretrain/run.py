@@ -16,7 +16,10 @@ Writes  ctx.output_dir/metrics.jsonl   one record per log_every / eval_every ste
                                        training tokens, path of each); stages/pretrain/snapshots.py
         ctx.output_dir/hf/             the same weights as a Hugging Face folder (config.json,
                                        model.safetensors, tokenizer files): GPT2LMHeadModel,
-                                       BertForPreTraining or T5ForConditionalGeneration
+                                       BertForPreTraining or T5ForConditionalGeneration (ELECTRA:
+                                       ElectraForPreTraining, its generator in hf/generator/);
+                                       none for the original Transformer (t5 variant
+                                       transformer), which transformers has no class for
 
 With pretrain.eval_tasks, the tasks' files are read here (from data_dir) and planned
 once; every eval_every the workers score them on the live model and log
@@ -62,7 +65,7 @@ def run(ctx) -> dict[str, Any]:
     cfg: PretrainConfig = ctx.config
     dataset_dir = Path(ctx.inputs["dataset"]).resolve()
     tokenizer_path = Path(ctx.inputs["tokenizer"]).resolve() / "tokenizer.json"
-    index = read_dataset_index(dataset_dir, cfg.model.family)
+    index = read_dataset_index(dataset_dir, cfg.model.family, cfg.model.variant)
     # Resolved and checked against the data here, before Ray starts; the workers load it.
     init_source = (resolve_init_source(cfg.init_from, cfg.model, index, dataset_dir / "index.json")
                    if cfg.init_from else None)
@@ -118,27 +121,31 @@ def run(ctx) -> dict[str, Any]:
     return metrics
 
 
-def export_hugging_face(output_dir: Path, tokenizer_path: Path) -> Path:
+def export_hugging_face(output_dir: Path, tokenizer_path: Path) -> Path | None:
     """Write `output_dir/hf/` from the exported `model/`, with the tokenizer and its
-    special tokens, so the run can be loaded by transformers or fine-tuned elsewhere."""
+    special tokens, so the run can be loaded by transformers or fine-tuned elsewhere.
+    None, and no hf/, for a model transformers has no class for (model/ is then the only
+    copy, which every later stage reads)."""
     from stages.models import load_pretrained
-    from stages.models.hf_export import export_hf
+    from stages.models.hf_export import export_hf, has_hf_class
 
     special_tokens_path = tokenizer_path.parent / "special_tokens_map.json"
     special_tokens = json.loads(special_tokens_path.read_text()) if special_tokens_path.is_file() else {}
     model = load_pretrained(output_dir / "model")
+    if not has_hf_class(model):
+        return None
     return export_hf(model, output_dir / "hf", tokenizer_path, special_tokens)
 
 
-def read_dataset_index(dataset_dir: Path, family: str) -> dict[str, Any]:
+def read_dataset_index(dataset_dir: Path, family: str, variant: str | None = None) -> dict[str, Any]:
     """The dataset's index.json, checked for what pretraining `family` needs: its
-    objective (a clear error naming dataset.objective and pretrain.model.family) and
-    non-empty train and validation splits."""
+    objective (a clear error naming dataset.objective and pretrain.model.family; variant
+    electra: dataset.mlm.sentence_task) and non-empty train and validation splits."""
     from stages.pretrain.objectives import build_objective
 
     index = read_index(dataset_dir)  # a clear error if the dataset stage did not finish
     index_path = dataset_dir / "index.json"
-    build_objective(index, family, index_path)
+    build_objective(index, family, index_path, variant=variant)
     for split in ("train", "validation"):
         if not index.get("splits", {}).get(split, {}).get("rows"):
             raise ValueError(

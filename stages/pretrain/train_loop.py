@@ -78,7 +78,10 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         # the run's own checkpoint into the engine instead.
         _load_init_from(model, job.init_source, is_main)
     num_parameters = model.num_parameters()
-    objective = build_objective(read_index(job.dataset_dir), cfg.model.family, job.dataset_dir / "index.json")
+    # SBO from the built model, not cfg.model: with init_from the checkpoint's architecture decides.
+    objective = build_objective(read_index(job.dataset_dir), cfg.model.family, job.dataset_dir / "index.json",
+                                span_boundary=getattr(model.config, "span_boundary_objective", False),
+                                variant=getattr(model.config, "variant", None))
     # Before the engine: ZeRO-3 empties the module's parameters, and the estimate counts them.
     flops_per_sample = objective.flops_per_sample(model)
     # Activation checkpointing and per-block compilation wrap the model from outside; its

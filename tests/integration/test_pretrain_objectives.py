@@ -1,4 +1,4 @@
-"""BERT (mlm + nsp, mlm + sop, mlm only) and T5 (span corruption) pretraining through the
+"""BERT (mlm + nsp, mlm only), ALBERT (mlm + sop: factorized embeddings, one shared layer) and T5 (span corruption) pretraining through the
 real pretrain stage: Ray Train, 2 workers, DeepSpeed ZeRO-2 (ZeRO-3 for T5) on CPU, a dozen steps each.
 
 The datasets are built by the real dataset stage from a small synthetic corpus with
@@ -44,6 +44,8 @@ TRAINING = dict(num_workers=2, zero_stage=2, precision="fp32", micro_batch_size=
                 warmup_steps=2, max_steps=MAX_STEPS, log_every=1, eval_every=EVAL_EVERY,
                 eval_batches=EVAL_BATCHES, checkpoint_every=MAX_STEPS, max_failures=0)
 BERT = {"family": "bert", "num_layers": 1, "hidden_size": 32, "num_heads": 2}
+ALBERT = {"family": "bert", "variant": "albert", "num_layers": 2, "hidden_size": 32, "num_heads": 2,
+          "embedding_size": 16}
 T5_MODEL = {"family": "t5", "num_layers": 1, "hidden_size": 32, "num_heads": 2, "ff_size": 64}
 # In-loop LAMBADA at each evaluation, and a snapshot at each evaluation step.
 IN_LOOP = {"eval_tasks": ["lambada_openai"], "eval_tasks_max_examples": 8, "snapshot_every": EVAL_EVERY}
@@ -52,8 +54,9 @@ RUNS = {
     "mlm-nsp": ("wordpiece", {"objective": "mlm", "mlm": {"sentence_task": "nsp"}}, {"model": BERT},
                 ("mlm", "nsp")),
     # Label smoothing in training; the validation metrics, rescored below without it, must match.
-    "mlm-sop": ("wordpiece", {"objective": "mlm", "mlm": {"sentence_task": "sop", "masking": "static"}},
-                {"model": BERT, "label_smoothing": 0.1}, ("mlm", "sop")),
+    # ALBERT's recipe (sentence order), exported as AlbertForPreTraining.
+    "albert-mlm-sop": ("wordpiece", {"objective": "mlm", "mlm": {"sentence_task": "sop", "masking": "static"}},
+                       {"model": ALBERT, "label_smoothing": 0.1}, ("mlm", "sop")),
     "mlm-only": ("wordpiece", {"objective": "mlm", "mlm": {"sentence_task": "none"}}, {"model": BERT, **IN_LOOP},
                  ("mlm",)),
     # ZeRO-3 (parameters sharded; the tied T5 head gathered for export), and the whole

@@ -98,6 +98,7 @@ def models_with_dropout() -> list[tuple[torch.nn.Module, str]]:
         (GPT(GPTConfig(vocab_size=97, max_seq_len=16, num_layers=2, hidden_size=32, num_heads=4, dropout=0.1)), "gpt"),
         (build_preset("bert-debug", num_layers=2), "bert"),
         (build_preset("t5-debug", feed_forward="gated-gelu", tie_word_embeddings=False), "t5"),
+        (build_preset("transformer-debug", dropout=0.1), "t5"),  # the original Transformer's own blocks
     ]
 
 
@@ -109,7 +110,7 @@ def loss_of(model: torch.nn.Module, family: str) -> torch.Tensor:
     return model(ids, labels=ids)[-1]
 
 
-@pytest.mark.parametrize("index", [0, 1, 2], ids=["gpt", "bert", "t5"])
+@pytest.mark.parametrize("index", [0, 1, 2, 3], ids=["gpt", "bert", "t5", "transformer"])
 def test_activation_checkpointing_keeps_loss_gradients_and_state_dict(index):
     model, family = models_with_dropout()[index]
     model.train()
@@ -131,6 +132,26 @@ def test_activation_checkpointing_keeps_loss_gradients_and_state_dict(index):
     torch.testing.assert_close(loss, reference, rtol=0, atol=0)
     for (name, p), q in zip(model.named_parameters(), checkpointed.parameters()):
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("name", sorted(name for name in PRESETS if name.endswith("-debug")))
+def test_every_block_of_every_model_is_checkpointed_and_compiled(name):
+    """pretrain.activation_checkpointing and pretrain.compile find blocks by type
+    (checkpointing.BLOCK_TYPES): every module in every model's `blocks` lists must be one,
+    ELECTRA's generator's included, or that model silently trains without either."""
+    from stages.training.parallelize import apply_compile
+
+    model = build_preset(name)
+    lists = [module for path, module in model.named_modules() if path.rsplit(".", 1)[-1] == "blocks"]
+    blocks = {id(block): block for blocks in lists for block in blocks}  # ALBERT's shared block once
+    assert lists and blocks, f"{name}: no `blocks` list found; update this test for the new layout"
+    if name == "electra-debug":
+        assert any(path.startswith("generator.") for path, module in model.named_modules() if module in lists)
+    assert apply_activation_checkpointing(model) == len(blocks)
+    assert apply_compile(model, backend="eager") == len(blocks)  # compiles lazily: nothing runs here
+    missed = [type(block).__name__ for block in blocks.values()
+              if not (getattr(block, "is_checkpointed", False) and getattr(block, "is_compiled", False))]
+    assert not missed, f"{name}: blocks not in checkpointing.BLOCK_TYPES: {sorted(set(missed))}"
 
 
 def test_rotary_embedding_makes_scores_depend_only_on_the_offset():

@@ -63,3 +63,57 @@ def test_interval_meter_sums_micro_batches_and_steps_then_starts_over(process_gr
     meter.add_step(step_seconds=1.0, data_seconds=0.0)
     again = meter.summarize(throughput)
     assert again["mlm_loss"] == 1.0 and again["sop_accuracy"] == 0.0 and again["samples_per_s"] == 4.0
+
+
+def test_the_logged_loss_weights_the_parts_as_the_trained_loss_and_the_parts_stay_unweighted():
+    parts = {"mlm": stats(30.0, 4, 10), "rtd": stats(1.4, 1, 2)}
+    record = part_metrics(parts, prefix="val_", weights={"rtd": 50.0})
+    assert record == pytest.approx({"val_loss": 3.0 + 50 * 0.7, "val_mlm_loss": 3.0, "val_mlm_accuracy": 0.4,
+                                    "val_rtd_loss": 0.7, "val_rtd_accuracy": 0.5})
+    # Weights of 1: the same bits as the plain sum, in the same order, whatever the values.
+    values = torch.randn(1000, dtype=torch.float64) * torch.logspace(-300, 300, 1000, dtype=torch.float64)
+    assert all(1.0 * v == v for v in values.tolist())
+    for first, second in values.view(-1, 2).tolist():
+        many = {"a": stats(first, 0, 1), "b": stats(second, 0, 1)}
+        assert part_metrics(many, weights={"a": 1.0, "b": 1.0})["loss"] == 0.0 + first + second
+        assert part_metrics(many)["loss"] == 0.0 + first + second
+
+
+def test_electra_logs_the_loss_it_trains_in_training_and_validation(process_group):
+    from stages.models.presets import build_preset
+    from stages.pretrain.metrics import PartTotals
+    from stages.pretrain.objectives import MaskedLM, ReplacedTokenDetection
+
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 512, (2, 12), generator=generator)
+    masked = torch.rand(2, 12, generator=generator) < 0.3
+    batch = {"input_ids": ids.masked_fill(masked, 3), "attention_mask": torch.ones_like(ids),
+             "token_type_ids": torch.zeros_like(ids), "labels": ids.masked_fill(~masked, -100)}
+    torch.manual_seed(0)
+    electra = build_preset("electra-debug", dropout=0.0, rtd_weight=20.0)
+    output = ReplacedTokenDetection(12)(electra.eval(), batch)
+    assert output.weights == {"rtd": 20.0} and output.weight("mlm") == 1.0
+    validation = PartTotals(("mlm", "rtd"), torch.device("cpu"))  # as train_loop's validation
+    validation.add(output)
+    record = part_metrics(validation.as_dict(), prefix="val_")
+    mean = {part: float(output.parts[part][0] / output.parts[part][2]) for part in ("mlm", "rtd")}
+    assert record["val_loss"] == pytest.approx(output.loss.item(), rel=1e-6)
+    assert record["val_loss"] == pytest.approx(mean["mlm"] + 20.0 * mean["rtd"], rel=1e-12)
+    assert (record["val_mlm_loss"], record["val_rtd_loss"]) == pytest.approx((mean["mlm"], mean["rtd"]), rel=1e-12)
+    meter = IntervalMeter(("mlm", "rtd"), torch.device("cpu"), sources=("web",))  # training, with a mixture
+    meter.add(output, source=0)
+    meter.add_step(step_seconds=1.0, data_seconds=0.0)
+    trained = meter.summarize(Throughput(samples_per_step=2, tokens_per_sample=12, flops_per_sample=1,
+                                         peak_flops=1.0))
+    assert trained["loss"] == trained["loss/web"] == record["val_loss"]
+    # MaskedLM's parts weigh 1: its logged loss is the plain sum, bit for bit.
+    torch.manual_seed(0)
+    bert = build_preset("bert-debug", dropout=0.0)
+    pair = dict(batch, next_sentence_label=torch.tensor([0, 1]))
+    mlm_output = MaskedLM(12, "nsp")(bert, pair)
+    assert mlm_output.weights == {}
+    meter = IntervalMeter(("mlm", "nsp"), torch.device("cpu"))
+    meter.add(mlm_output)
+    meter.add_step(step_seconds=1.0, data_seconds=0.0)
+    logged = meter.summarize(Throughput(samples_per_step=2, tokens_per_sample=12, flops_per_sample=1, peak_flops=1.0))
+    assert logged["loss"] == 0.0 + logged["mlm_loss"] + logged["nsp_loss"]

@@ -8,7 +8,8 @@
 The family (model_config.json's "family") picks the scorer:
     gpt   GPTScorer   causal LM, as lm-evaluation-harness's HFLM (gpt.py)
     t5    T5Scorer    the continuation is the span of the first sentinel (t5.py)
-    bert  BertScorer  pseudo-log-likelihood, one masked token per row (bert.py); no generation
+    bert  BertScorer  pseudo-log-likelihood, one masked token per row (bert.py); no generation;
+                      every variant by its own MLM head, ELECTRA by its generator
 """
 
 from __future__ import annotations

@@ -15,6 +15,14 @@ scorer's (windows.py): the first window scores all its tokens, each later window
 next `stride` tokens with the tokens before them as left context; every token is
 masked once. The default stride is the window: disjoint windows.
 
+Every BERT variant is scored by its own masked-LM head (`mlm_logits`), which ALBERT's
+differs from BERT's (tanh GELU, and it maps C back to the E-wide embedding). ELECTRA is
+scored with its generator: the discriminator has no masked-LM head (it tells original
+tokens from replacements), while the generator trained jointly with it (Clark et al. 2020)
+is a masked LM over the same vocabulary and embeddings, so a pseudo-log-likelihood can be
+read from it. Its numbers measure the generator, a quarter of the discriminator's width by
+default, not the discriminator that fine-tuning keeps.
+
 Generation is not supported: BERT has no left-to-right decoder.
 """
 
@@ -23,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from tokenizers import Tokenizer
 
 from stages.evaluate.requests import (
@@ -39,6 +46,7 @@ from stages.evaluate.scorers.encoding import encode_pairs, encode_texts, score_f
 from stages.evaluate.scorers.token_scores import sum_by_request
 from stages.evaluate.scorers.windows import check_stride, score_chunks
 from stages.models.bert import BertForPreTraining
+from stages.models.electra import ElectraForPreTraining, ElectraGenerator
 
 
 class GenerationNotSupported(ValueError):
@@ -48,9 +56,11 @@ class GenerationNotSupported(ValueError):
 class BertScorer:
     family = "bert"
 
-    def __init__(self, model: BertForPreTraining, tokenizer: Tokenizer, *, cls_id: int, sep_id: int, mask_id: int,
-                 pad_id: int, batch_size: int = 32, device: str | torch.device = "cpu", max_length: int | None = None):
+    def __init__(self, model: BertForPreTraining | ElectraForPreTraining, tokenizer: Tokenizer, *, cls_id: int,
+                 sep_id: int, mask_id: int, pad_id: int, batch_size: int = 32, device: str | torch.device = "cpu",
+                 max_length: int | None = None):
         self.model = model.to(device).float().eval()
+        self.masked_lm = masked_language_model(self.model)
         self.tokenizer = tokenizer
         self.cls_id, self.sep_id, self.mask_id, self.pad_id = cls_id, sep_id, mask_id, pad_id
         self.batch_size = batch_size
@@ -110,11 +120,11 @@ class BertScorer:
             arange = torch.arange(len(batch), device=self.device)
             targets = ids[arange, positions].clone()  # (B,)
             ids[arange, positions] = self.mask_id
-            hidden = self.model.backbone.hidden_states(ids, attention)[arange, positions]  # (B, C)
+            hidden = self.masked_lm.backbone.hidden_states(ids, attention)[arange, positions]  # (B, C)
             owners = sorted({rows[r][0] for r in batch})
             segment_of = {owner: s for s, owner in enumerate(owners)}
             sums, all_greedy = sum_by_request(
-                masked_lm_logits(self.model, hidden), targets,
+                self.masked_lm.mlm_logits(hidden), targets,  # the head on the masked positions only
                 torch.tensor([segment_of[rows[r][0]] for r in batch], device=self.device), len(owners))
             for owner, logprob, is_greedy in zip(owners, sums, all_greedy, strict=True):
                 logprobs[owner] += logprob
@@ -122,8 +132,12 @@ class BertScorer:
         return logprobs, greedy
 
 
-def masked_lm_logits(model: BertForPreTraining, hidden: torch.Tensor) -> torch.Tensor:
-    """The masked-LM head of `BertForPreTraining.forward` on chosen positions' hidden
-    states, (N, C) -> (N, V): projecting every position would cost T times more."""
-    x = model.mlm_norm(F.gelu(model.mlm_transform(hidden)))  # (N, C)
-    return model.mlm_decoder(x) + model.mlm_bias  # (N, V)
+def masked_language_model(model: BertForPreTraining | ElectraForPreTraining
+                          ) -> BertForPreTraining | ElectraGenerator:
+    """The network that predicts masked tokens, with an encoder at `.backbone` and its head
+    `.mlm_logits(hidden)` (hidden states (N, C) of chosen positions -> logits (N, V);
+    projecting every position would cost T times more): the model itself for BERT, ALBERT
+    and SpanBERT, ELECTRA's generator for variant electra (module docstring). Read from the
+    config, not the class: the pretrain stage's in-loop evaluation passes a wrapper
+    (`stages.pretrain.eval_tasks.LiveModule`)."""
+    return model.generator if model.config.variant == "electra" else model

@@ -6,11 +6,15 @@ An objective is a callable `objective(model, batch, label_smoothing) -> Objectiv
 tensors, on the model's device). Each part reports summable statistics, not means, so
 that the trainer can add them over micro batches, steps and ranks and divide once: a
 token-weighted mean that does not depend on how the tokens were batched.
+
+The loss is the sum of the parts' mean losses, each times its weight (1 unless the
+objective says otherwise: ELECTRA's rtd part weighs rtd_weight); the output names the
+weights, so that the logged loss is the trained one (stages/pretrain/metrics.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -23,9 +27,14 @@ LOSS_SUM, NUM_CORRECT, NUM_PREDICTIONS = 0, 1, 2
 
 @dataclass
 class ObjectiveOutput:
-    loss: torch.Tensor  # scalar: the sum of the parts' mean losses; what backward() uses
+    loss: torch.Tensor  # scalar: the sum of the parts' mean losses times their weights; what backward() uses
     # part name -> float64 (3,): summed loss, correct predictions, predictions (detached)
     parts: dict[str, torch.Tensor]
+    # part name -> its weight in `loss`, for the parts whose weight is not 1
+    weights: dict[str, float] = field(default_factory=dict)
+
+    def weight(self, part: str) -> float:
+        return self.weights.get(part, 1.0)
 
 
 def prediction_loss(logits: torch.Tensor, targets: torch.Tensor,

@@ -1,5 +1,6 @@
 """Masked language modelling (BERT), with next-sentence or sentence-order prediction
-when the dataset holds sentence pairs with a label (sentence_task nsp / sop)."""
+when the dataset holds sentence pairs with a label (sentence_task nsp / sop), and
+SpanBERT's span boundary objective when the model has its head."""
 
 from __future__ import annotations
 
@@ -16,26 +17,39 @@ class MaskedLM:
 
     Part "mlm": the masked positions only. Part "nsp" or "sop" (the dataset's
     sentence_task; none with "none"): one 2-way prediction per row from the pooled
-    [CLS]. The loss is their sum, as in BERT."""
+    [CLS]. Part "sbo" (span_boundary: the model was built with span_boundary_objective):
+    the masked tokens predicted again from their span's boundaries
+    (stages/models/span_boundary.py), SpanBERT's loss term. The loss is their sum, as in
+    BERT and SpanBERT."""
 
     family = "bert"
 
-    def __init__(self, seq_len: int, sentence_task: str):
+    def __init__(self, seq_len: int, sentence_task: str, span_boundary: bool = False):
         if sentence_task not in SENTENCE_TASKS:
             raise ValueError(f"sentence_task must be one of {SENTENCE_TASKS}, got {sentence_task!r}")
         self.tokens_per_sample = seq_len
         self.sentence_task = sentence_task
         self.parts = ("mlm",) if sentence_task == "none" else ("mlm", sentence_task)
+        self.span_boundary = span_boundary
+        if span_boundary:  # last: the other parts keep their places
+            self.parts += ("sbo",)
 
     def __call__(self, model, batch: dict[str, torch.Tensor], label_smoothing: float = 0.0) -> ObjectiveOutput:
-        mlm_logits, pair_logits, _ = model(batch["input_ids"], attention_mask=batch["attention_mask"],
-                                           token_type_ids=batch["token_type_ids"])  # (B, T, V), (B, 2)
+        # With SBO the labels also say where the spans are: a fourth output comes back
+        span_labels = {"span_boundary_labels": batch["labels"]} if self.span_boundary else {}
+        mlm_logits, pair_logits, _, *sbo = model(
+            batch["input_ids"], attention_mask=batch["attention_mask"],
+            token_type_ids=batch["token_type_ids"], **span_labels)  # (B, T, V), (B, 2)
         loss, mlm = prediction_loss(mlm_logits.flatten(0, 1), batch["labels"].flatten(), label_smoothing)
         parts = {"mlm": mlm}
         if self.sentence_task != "none":
             pair_loss, parts[self.sentence_task] = prediction_loss(
                 pair_logits, batch["next_sentence_label"], label_smoothing)
             loss = loss + pair_loss
+        if self.span_boundary:
+            (predictions,) = sbo  # logits (N, V), targets (N,)
+            sbo_loss, parts["sbo"] = prediction_loss(predictions.logits, predictions.targets, label_smoothing)
+            loss = loss + sbo_loss
         return ObjectiveOutput(loss=loss, parts=parts)
 
     def flops_per_sample(self, model) -> int:
