@@ -20,6 +20,19 @@ def data_dir() -> Path:
     return DATA_DIR
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch on one thread for the module. Models this small gain nothing from threads, and
+    on a busy machine their spinning made a few dozen training steps take 20 s instead of
+    0.3 s. Use with `pytestmark = pytest.mark.usefixtures("one_torch_thread")`."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """Start (once) a local Ray with 2 CPUs and no dashboard; shut it down at the end."""

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from stages.models.bert import BertConfig
+from stages.models.convert_bert import _BLOCK_NAMES as BERT_BLOCK_NAMES, hf_bert_config
 from stages.models.electra import generator_config
 
 PARTS = ("discriminator", "generator", "model")
@@ -44,18 +45,7 @@ _PROJECTION_NAMES = [  # only when embedding_size != hidden_size
     ("embedding_projection.weight", "embeddings_project.weight"),
     ("embedding_projection.bias", "embeddings_project.bias"),
 ]
-_BLOCK_NAMES = [
-    ("attn.out_proj.weight", "attention.output.dense.weight"),
-    ("attn.out_proj.bias", "attention.output.dense.bias"),
-    ("attn_norm.weight", "attention.output.LayerNorm.weight"),
-    ("attn_norm.bias", "attention.output.LayerNorm.bias"),
-    ("mlp.fc_in.weight", "intermediate.dense.weight"),
-    ("mlp.fc_in.bias", "intermediate.dense.bias"),
-    ("mlp.fc_out.weight", "output.dense.weight"),
-    ("mlp.fc_out.bias", "output.dense.bias"),
-    ("mlp_norm.weight", "output.LayerNorm.weight"),
-    ("mlp_norm.bias", "output.LayerNorm.bias"),
-]
+_BLOCK_NAMES = BERT_BLOCK_NAMES  # ELECTRA's encoder layers are BERT's, name for name
 _DISCRIMINATOR_HEAD_NAMES = [
     ("discriminator_transform.weight", "discriminator_predictions.dense.weight"),
     ("discriminator_transform.bias", "discriminator_predictions.dense.bias"),
@@ -156,22 +146,7 @@ def hf_electra_pretraining_to_electra(discriminator: dict[str, torch.Tensor], ge
 def hf_electra_config(config: BertConfig) -> dict[str, Any]:
     """Keyword arguments for transformers.ElectraConfig describing the model of `config`
     (pass the generator's own config, `ElectraGenerator.config`, for the generator)."""
-    return {
-        "vocab_size": config.vocab_size,
-        "embedding_size": config.embedding_size,
-        "hidden_size": config.hidden_size,
-        "num_hidden_layers": config.num_layers,
-        "num_attention_heads": config.num_heads,
-        "intermediate_size": config.intermediate_size,
-        "hidden_act": config.hidden_act,
-        "hidden_dropout_prob": config.dropout,
-        "attention_probs_dropout_prob": config.dropout,
-        "max_position_embeddings": config.max_seq_len,
-        "type_vocab_size": config.type_vocab_size,
-        "layer_norm_eps": config.layer_norm_eps,
-        "pad_token_id": config.pad_token_id,
-        "tie_word_embeddings": True,
-    }
+    return {**hf_bert_config(config), "embedding_size": config.embedding_size}
 
 
 def electra_config_from_hf(hf_config: dict[str, Any], source: str = "config.json",

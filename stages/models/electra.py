@@ -41,7 +41,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from stages.models.bert import Bert, BertConfig, BertEmbeddings, init_bert_weights
+from stages.models.bert import Bert, BertConfig, BertEmbeddings, BertForPreTraining, init_bert_weights
 from stages.models.gpt import IGNORE_INDEX
 from stages.models.heads import _classification_loss
 from stages.models.mlp import ACTIVATIONS
@@ -93,21 +93,11 @@ class ElectraGenerator(nn.Module):
         hidden = self.backbone.hidden_states(input_ids, attention_mask, token_type_ids)  # (B, T, Cg)
         return self.mlm_logits(hidden)
 
-    def mlm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The MLM head on generator hidden states (..., Cg) -> logits (..., V), as
-        `BertForPreTraining.mlm_logits`: the evaluate stage's BERT scorer runs it on the
-        masked positions only (ELECTRA is scored with its generator)."""
-        x = self.mlm_norm(self.mlm_activation(self.mlm_transform(hidden)))  # (..., E)
-        logits = self.mlm_decoder(x)  # (..., V)
-        return logits + self.mlm_bias.to(logits.dtype)  # bias in the logits' dtype, as BertForPreTraining
-
-    def num_parameters(self, exclude_position_embedding: bool = False) -> int:
-        """Unique parameters (the tied decoder counted once)."""
-        n = sum(p.numel() for p in self.parameters())
-        if exclude_position_embedding:
-            emb = self.backbone.embeddings
-            n -= emb.position_embedding.weight.numel() + emb.token_type_embedding.weight.numel()
-        return n
+    # The same head and parameter count as BERT's (the same attribute names): the MLM head
+    # on generator hidden states (..., Cg) -> logits (..., V), which the evaluate stage's
+    # BERT scorer runs on the masked positions only (ELECTRA is scored with its generator).
+    mlm_logits = BertForPreTraining.mlm_logits
+    num_parameters = BertForPreTraining.num_parameters
 
 
 class ElectraForPreTraining(nn.Module):
@@ -155,14 +145,9 @@ class ElectraForPreTraining(nn.Module):
         x = self.discriminator_activation(self.discriminator_transform(hidden))  # (B, T, C)
         return self.discriminator_prediction(x).squeeze(-1)  # (B, T)
 
-    def num_parameters(self, exclude_position_embedding: bool = False) -> int:
-        """Unique parameters of both networks (the shared embeddings counted once).
-        The paper's counts are the discriminator's: `backbone.num_parameters()`."""
-        n = sum(p.numel() for p in self.parameters())
-        if exclude_position_embedding:
-            emb = self.backbone.embeddings
-            n -= emb.position_embedding.weight.numel() + emb.token_type_embedding.weight.numel()
-        return n
+    # Unique parameters of both networks (the shared embeddings counted once), as BERT
+    # counts; the paper's counts are the discriminator's: `backbone.num_parameters()`.
+    num_parameters = BertForPreTraining.num_parameters
 
     def flops_per_token(self, seq_len: int | None = None) -> int:
         """Training FLOPs per token of both networks, 6 * N + 12 * L * (C + Cg) * T (see

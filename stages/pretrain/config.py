@@ -162,7 +162,10 @@ class ModelConfig(Section):
 
     @model_validator(mode="after")
     def _heads_divide_hidden_size(self) -> "ModelConfig":
-        if self.hidden_size % self.num_heads != 0:
+        # T5 projects to num_heads x head_size, which need not be hidden_size (T5 v1.1
+        # small: 6 heads of 64 on 512), so a T5 that sets head_size needs no divisor.
+        t5_with_head_size = self.family == "t5" and self.head_size is not None
+        if self.hidden_size % self.num_heads != 0 and not t5_with_head_size:
             options = [h for h in range(1, self.hidden_size + 1) if self.hidden_size % h == 0][:8]
             raise ValueError(
                 f"hidden_size={self.hidden_size} is not divisible by num_heads={self.num_heads}; "

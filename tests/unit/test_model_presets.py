@@ -163,3 +163,13 @@ def test_rotary_embedding_makes_scores_depend_only_on_the_offset():
     assert score(5, 2) == pytest.approx(score(13, 10), abs=1e-4)
     assert score(5, 2) != pytest.approx(score(5, 4), abs=1e-4)
     torch.testing.assert_close(rotary(q).norm(), q.norm())  # a rotation keeps the norm
+
+
+def test_t5_v1_1_small_loads_although_its_6_heads_do_not_divide_512():
+    # T5 v1.1 small: 6 heads of 64 (384) on d_model 512; it used to be refused at config load.
+    from stages.pretrain.config import PretrainConfig
+
+    fields = PretrainConfig(model={"preset": "t5-v1_1-small"}).model.architecture()
+    assert (fields["hidden_size"], fields["num_heads"], fields["head_size"]) == (512, 6, 64)
+    with pytest.raises(ValueError, match="not divisible by num_heads=6"):
+        PretrainConfig(model={"family": "gpt", "hidden_size": 512, "num_heads": 6})

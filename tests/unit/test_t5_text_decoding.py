@@ -29,17 +29,7 @@ SENTENCES = ConllSentences(
     tags=["B-ORG O B-MISC O O O B-MISC O O".split(), "B-PER I-PER".split()], lines=[1, 3])
 
 
-@pytest.fixture
-def one_thread():
-    # A model this small gains nothing from threads, and on a busy machine their
-    # spinning costs minutes instead of seconds.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def test_a_tiny_t5_overfits_answers_and_entity_lists_and_generates_them_exactly(tmp_path, one_thread):
+def test_a_tiny_t5_overfits_answers_and_entity_lists_and_generates_them_exactly(tmp_path, one_torch_thread):
     sources = [squad_source(q) for q in QUESTIONS] + [ner_source(w) for w in SENTENCES.words]
     targets = [q.answers[0].text for q in QUESTIONS] + [ner_target(w, t) for w, t in zip(SENTENCES.words,
                                                                                           SENTENCES.tags)]

@@ -20,14 +20,7 @@ CONFIG = T5Config(variant="transformer", vocab_size=29, hidden_size=32, ff_size=
                   dropout=0.0)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Models this small gain nothing from threads, and on a busy machine their spinning
-    # made the 40 training steps here take 20 s instead of 0.3 s (as test_t5_text_decoding.py).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -23,14 +23,7 @@ from tests.engine_subprocess import run_engine_script
 from tests.pretrained_dirs import book_paragraphs, train_tokenizer
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Models this small gain nothing from threads, and on a busy machine their spinning
-    # made a few dozen training steps take 20 s instead of 0.3 s (as test_t5_text_decoding.py).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 # A real DeepSpeed engine in a subprocess (see tests/engine_subprocess.py).
 ENGINE_SCRIPT = r"""
