@@ -56,7 +56,8 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
 MODEL = {"num_layers": 4, "hidden_size": 128, "num_heads": 4}
 BUDGETS = {
     "smoke": dict(steps=20, train_examples=128, epochs=1),
-    "small": dict(steps=400, train_examples=2000, epochs=1),
+    "small": dict(steps=400, train_examples=2000, epochs=1),  # ~25 min here
+    "full": dict(steps=4000, train_examples=20000, epochs=2),  # hours here; the scale where variants differ
 }
 
 
