@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from stages.models.bert import BertConfig
+from stages.models.convert_bert import hf_bert_config
 
 _EMBEDDING_NAMES = [
     ("embeddings.word_embedding.weight", "embeddings.word_embeddings.weight"),
@@ -126,26 +127,11 @@ def hf_albert_to_albert(state_dict: dict[str, torch.Tensor], config: BertConfig,
 
 
 def hf_albert_config(config: BertConfig) -> dict[str, Any]:
-    """Keyword arguments for transformers.AlbertConfig describing the same model."""
-    return {
-        "vocab_size": config.vocab_size,
-        "embedding_size": config.embedding_size,
-        "hidden_size": config.hidden_size,
-        "num_hidden_layers": config.num_layers,
-        "num_hidden_groups": _num_groups(config),
-        "inner_group_num": 1,
-        "num_attention_heads": config.num_heads,
-        "intermediate_size": config.intermediate_size,
-        "hidden_act": config.hidden_act,
-        "hidden_dropout_prob": config.dropout,
-        "attention_probs_dropout_prob": config.dropout,
-        "classifier_dropout_prob": config.dropout,
-        "max_position_embeddings": config.max_seq_len,
-        "type_vocab_size": config.type_vocab_size,
-        "layer_norm_eps": config.layer_norm_eps,
-        "pad_token_id": config.pad_token_id,
-        "tie_word_embeddings": True,
-    }
+    """Keyword arguments for transformers.AlbertConfig describing the same model: BERT's,
+    plus the factorized embedding width and the layer groups."""
+    return {**hf_bert_config(config), "embedding_size": config.embedding_size,
+            "num_hidden_groups": _num_groups(config), "inner_group_num": 1,
+            "classifier_dropout_prob": config.dropout}
 
 
 def albert_config_from_hf(hf_config: dict[str, Any], source: str = "config.json") -> BertConfig:

@@ -30,17 +30,14 @@ from typing import Any
 import torch
 
 from stages.models.bert import BertConfig
-from stages.models.convert_bert import _BLOCK_NAMES as BERT_BLOCK_NAMES, hf_bert_config
+from stages.models.convert_bert import _BLOCK_NAMES as BERT_BLOCK_NAMES
+from stages.models.convert_bert import _EMBEDDING_NAMES as BERT_EMBEDDING_NAMES
+from stages.models.convert_bert import hf_bert_config
 from stages.models.electra import generator_config
 
 PARTS = ("discriminator", "generator", "model")
-_EMBEDDING_NAMES = [
-    ("embeddings.word_embedding.weight", "embeddings.word_embeddings.weight"),
-    ("embeddings.position_embedding.weight", "embeddings.position_embeddings.weight"),
-    ("embeddings.token_type_embedding.weight", "embeddings.token_type_embeddings.weight"),
-    ("embeddings.norm.weight", "embeddings.LayerNorm.weight"),
-    ("embeddings.norm.bias", "embeddings.LayerNorm.bias"),
-]
+# BERT's embedding names; ELECTRA has no pooler.
+_EMBEDDING_NAMES = [(ours, theirs) for ours, theirs in BERT_EMBEDDING_NAMES if not ours.startswith("pooler.")]
 _PROJECTION_NAMES = [  # only when embedding_size != hidden_size
     ("embedding_projection.weight", "embeddings_project.weight"),
     ("embedding_projection.bias", "embeddings_project.bias"),
