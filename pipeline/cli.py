@@ -62,7 +62,24 @@ def build_parser(extra_commands: Sequence[CommandGroup] = ()) -> argparse.Argume
     run.add_argument("--wait-lock", action="store_true",
                      help="when another run is writing a stage of this workdir, wait for it "
                           "(and reuse what it finished) instead of exiting with an error")
-    config_command("plan", "show what would run, what is cached, and why (starts nothing)")
+    run.add_argument("--sweep-name", help=argparse.SUPPRESS)  # set by `pretrain sweep` for its points
+    config_command("plan", "show what would run, what is cached, and why (starts nothing); "
+                           "on a sweep, which stage outputs its points share")
+    sweep = commands.add_parser(
+        "sweep", help="run one experiment per point of a grid or list of overrides, sharing the "
+                      "stages they have in common (see the sweep: section)")
+    sweep.add_argument("config", help="experiment YAML, with a sweep: section or -o key=[v1,v2] axes")
+    sweep.add_argument("-o", "--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="a list value is an axis (-o pretrain.lr=[1e-3,3e-3]), anything else "
+                            "applies to every point (repeatable)")
+    sweep.add_argument("--max-concurrent", type=int, metavar="N",
+                       help="points running at once (default sweep.max_concurrent, else as many as "
+                            "the Ray cluster's CPUs hold); 1 runs them one after another")
+    sweep.add_argument("--only", action="append", default=[], choices=STAGE_NAMES, metavar="STAGE",
+                       help="in every point, run only this stage (repeatable)")
+    sweep.add_argument("--from", dest="from_stage", choices=STAGE_NAMES, metavar="STAGE",
+                       help="in every point, run this stage and everything downstream of it")
+    sweep.add_argument("--plan", action="store_true", help="show the points and the shared stages, run nothing")
     status = commands.add_parser("status", help="one row per stage of a run directory")
     status.add_argument("run_dir", help="the experiment's workdir, e.g. runs/demo")
     verify = commands.add_parser(
@@ -88,7 +105,12 @@ def main(argv: list[str] | None = None, extra_commands: Sequence[CommandGroup] =
             from pipeline.verify import verify_run
 
             return verify_run(Path(args.run_dir), args.stage)
+        if args.command == "sweep":
+            return _sweep(args)
         cfg = load_config(args.config, args.override)
+        if args.command == "plan" and cfg.sweep is not None:
+            return _plan_sweep(args.config, args.override,
+                               Selection(only=tuple(args.only), from_stage=args.from_stage))
         selection = Selection(only=tuple(args.only), from_stage=args.from_stage,
                               force=tuple(args.force))
         if args.command == "plan":
@@ -97,19 +119,51 @@ def main(argv: list[str] | None = None, extra_commands: Sequence[CommandGroup] =
             print(format_table(["stage", "decision", "fingerprint", "why"],
                                [[d.stage, d.action, d.fingerprint, d.reason] for d in decisions]))
             return 0
-        return _run(cfg, selection, args.config, verify=args.verify, wait_lock=args.wait_lock)
+        return _run(cfg, selection, args.config, verify=args.verify, wait_lock=args.wait_lock,
+                    sweep=args.sweep_name)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
 
+def _sweep(args) -> int:
+    from pipeline.sweep import expand_sweep
+    from pipeline.sweep_run import run_sweep
+
+    if args.max_concurrent is not None and args.max_concurrent < 1:
+        raise ConfigError(f"--max-concurrent {args.max_concurrent}: give 1 or more")
+    selection = Selection(only=tuple(args.only), from_stage=args.from_stage)
+    if args.plan:
+        return _plan_sweep(args.config, args.override, selection)
+    return run_sweep(expand_sweep(args.config, args.override), selection=selection,
+                     max_concurrent=args.max_concurrent)
+
+
+def _plan_sweep(config: str, overrides: list[str], selection: Selection = Selection()) -> int:
+    from pipeline.sweep import expand_sweep
+    from pipeline.sweep_run import format_plan, plan_sweep
+
+    sweep = expand_sweep(config, overrides)
+    _, uses = plan_sweep(sweep, selection)
+    print(f"sweep {sweep.name}: {len(sweep.points)} points under {sweep.root}, "
+          f"stage outputs shared in {sweep.store}")
+    print(format_table(["point", "overrides"],
+                       [[p.name, ", ".join(f"{k}={v}" for k, v in p.overrides.items())] for p in sweep.points]))
+    print(format_table(["stage", "fingerprint", "read by", "decision"], format_plan(sweep, uses)))
+    outputs = len(uses)
+    print(f"{outputs} stage outputs for {len(sweep.points)} points "
+          f"({len(sweep.points) * len(STAGE_NAMES)} if each point ran alone)")
+    return 0
+
+
 def _run(cfg, selection: Selection, config_path: str, *, verify: bool = False,
-         wait_lock: bool = False) -> int:
+         wait_lock: bool = False, sweep: str | None = None) -> int:
     from pipeline.ray_session import RayStartError
     from pipeline.runner import StageFailed, run_pipeline
 
     try:
-        run_pipeline(cfg, selection, config_path=config_path, verify=verify, wait_lock=wait_lock)
+        run_pipeline(cfg, selection, config_path=config_path, verify=verify, wait_lock=wait_lock,
+                     sweep=sweep)
     except RayStartError as error:
         print(f"error: {error}", file=sys.stderr)
         print(error.hint, file=sys.stderr)

@@ -14,6 +14,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from pipeline.interpolate import MissingVariable, interpolate
+from pipeline.sweep_config import SweepConfig
 from pipeline.yaml_lines import load_yaml_with_lines
 from stages.dataset.config import DatasetConfig
 from stages.evaluate.config import EvaluateConfig
@@ -44,6 +45,12 @@ class WandbConfig(Section):
         "disabled", description="wandb mode; offline writes runs under the stage directory")
     project: str = Field("pretrain-pipeline", description="wandb project name")
     entity: str | None = Field(None, description="wandb entity (team); unset = your default")
+    group: str | None = Field(
+        None, description="wandb group of every run of this experiment (a sweep sets its name, so "
+        "its points group together); unset = the experiment name. Run names keep the experiment name")
+    tags: list[str] = Field(
+        default_factory=list, description="extra wandb tags on every run, after the stage, task "
+        "and fingerprint tags")
 
 
 class TrackingConfig(Section):
@@ -54,7 +61,12 @@ class ExperimentConfig(Section):
     """One experiment: where it writes, what it reads, and one section per stage."""
 
     name: str = Field(description="experiment name; used for the default workdir and in reports")
-    workdir: str | None = Field(None, description="where stage outputs live (default runs/<name>)")
+    workdir: str | None = Field(None, description="the run's folder: its index (pipeline.json), resolved "
+                                "config and, unless `store` says otherwise, its stage outputs (default runs/<name>)")
+    store: str | None = Field(
+        None, description="where stage outputs live, as <store>/<stage>/<fingerprint>/ (default: the workdir); "
+        "runs that name one store share every stage whose fingerprint they have in common, as a "
+        "sweep's points do (<sweep root>/store)")
     data_dir: str = Field("${DATA_DIR:-../shared/data}",
                           description="root for relative data paths (GLUE, corpus)")
     seed: int = Field(0, description="seed for every stage that samples, shuffles or initialises")
@@ -67,6 +79,9 @@ class ExperimentConfig(Section):
     finetune: FinetuneConfig = Field(default_factory=FinetuneConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)
+    sweep: SweepConfig | None = Field(
+        None, description="a grid or list of overrides that `pretrain sweep` runs, one experiment per point "
+        "(see the sweep.* keys); `pretrain run` refuses a config that has one")
 
     @field_validator("name")
     @classmethod
@@ -75,7 +90,7 @@ class ExperimentConfig(Section):
             raise ValueError("must be a plain name (no '/', not starting with '.'), e.g. 'gpt-tiny'")
         return value
 
-    @field_validator("workdir")
+    @field_validator("workdir", "store")
     @classmethod
     def _workdir_is_a_filesystem_path(cls, value: str | None) -> str | None:
         # Taken as a path, "s3://bucket/x" would quietly become the local folder ./s3:/bucket/x.
@@ -89,6 +104,10 @@ class ExperimentConfig(Section):
     @property
     def resolved_workdir(self) -> Path:
         return Path(self.workdir or Path("runs") / self.name).resolve()
+
+    @property
+    def resolved_store(self) -> Path:
+        return Path(self.store).resolve() if self.store else self.resolved_workdir
 
     @property
     def resolved_data_dir(self) -> Path:

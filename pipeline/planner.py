@@ -67,7 +67,7 @@ def plan(cfg: ExperimentConfig, selection: Selection = Selection(), *, deep: boo
     """One decision per stage. `deep` compares every output file's sha256 with its
     manifest (`run --verify`); otherwise sizes only."""
     selection.validate()
-    store = ArtifactStore(cfg.resolved_workdir)
+    store = ArtifactStore(cfg.resolved_store)
     fingerprints = fingerprints or compute_all(cfg)
     selected, forced = selection.selected(), selection.forced()
     decisions: list[Decision] = []

@@ -10,7 +10,7 @@ import yaml
 
 from pipeline.config import ConfigError
 from pipeline.graph import STAGE_NAMES
-from pipeline.runner import load_run_index
+from pipeline.runner import load_run_index, run_store
 from pipeline.store import ArtifactStore
 from stages.report.sources import RunSource, StageRecord
 
@@ -22,7 +22,7 @@ def load_run_source(run_dir: str | Path) -> RunSource:
         raise ConfigError(f"{run_dir} does not exist; pass a run directory such as runs/<name> "
                           f"(the experiment's workdir)")
     index = load_run_index(run_dir)
-    store = ArtifactStore(run_dir)
+    store = run_store(run_dir, index)
     stages = [_stage_record(store, name, index.get("stages", {}).get(name, "")) for name in STAGE_NAMES]
     return RunSource(name=index.get("name") or run_dir.name, config=_resolved_config(run_dir),
                      stages=stages, run_started=index.get("updated"), run_dir=run_dir.resolve())

@@ -50,27 +50,32 @@ class RunResult:
 def run_pipeline(cfg: ExperimentConfig, selection: Selection = Selection(), *,
                  config_path: str | None = None, echo=print,
                  load_stage=None, use_ray: bool = True, verify: bool = False,
-                 wait_lock: bool = False) -> RunResult:
+                 wait_lock: bool = False, sweep: str | None = None) -> RunResult:
     """Run what `plan` selects. `load_stage(spec) -> function` and `use_ray=False` let
     engine tests drive plain functions with no Ray. `verify` compares every reused
     output's sha256 with its manifest (sizes are always compared). Each stage runs under
     its directory's lock (pipeline.stage_lock): a stage another driver is writing is
-    refused, or with `wait_lock` waited for and then reused if that driver finished it."""
+    refused, or with `wait_lock` waited for and then reused if that driver finished it.
+    `sweep` names the sweep this run is a point of (recorded in pipeline.json)."""
+    if cfg.sweep is not None:
+        raise ConfigError(
+            f"experiment '{cfg.name}' has a sweep: section: run it with `pretrain sweep CONFIG` "
+            f"(one experiment per point), or add `-o sweep=` to run the base config alone")
     load_stage = load_stage or (lambda spec: spec.load())
     fingerprints = compute_all(cfg)
     decisions = plan(cfg, selection, deep=verify, fingerprints=fingerprints)
     to_run = [d for d in decisions if d.action == "run"]
     _check_data_dir(cfg, to_run)
-    store = ArtifactStore(cfg.resolved_workdir)
+    store = ArtifactStore(cfg.resolved_store)
     result = RunResult(decisions)
-    _write_run_index(cfg, fingerprints, config_path)
+    _write_run_index(cfg, fingerprints, config_path, sweep)
     with RaySession(cfg.ray) as ray_session:
         for decision in decisions:
             if decision.action != "run":
                 echo(f"[{decision.stage}] {decision.action} ({decision.fingerprint})")
                 continue
             spec = BY_NAME[decision.stage]
-            what = f"stage '{spec.name}' ({decision.fingerprint}) in {cfg.resolved_workdir}"
+            what = f"stage '{spec.name}' ({decision.fingerprint}) in {cfg.resolved_store}"
             with StageLock(store.lock_path(spec.name, decision.fingerprint), what=what,
                            wait=wait_lock, echo=echo):
                 if not decision.forced and _finished_meanwhile(store, decision):
@@ -148,13 +153,18 @@ def _check_data_dir(cfg: ExperimentConfig, to_run: list[Decision]) -> None:
             f"or `export DATA_DIR=...`")
 
 
-def _write_run_index(cfg: ExperimentConfig, fingerprints: dict, config_path: str | None) -> None:
+def _write_run_index(cfg: ExperimentConfig, fingerprints: dict, config_path: str | None,
+                     sweep: str | None = None) -> None:
     workdir = cfg.resolved_workdir
     workdir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(workdir / RUN_INDEX, {
-        "name": cfg.name, "config_file": config_path, "updated": time.time(),
-        "stages": {name: fp for name, (fp, _) in fingerprints.items()},
-    })
+    index = {"name": cfg.name, "config_file": config_path, "updated": time.time(),
+             "stages": {name: fp for name, (fp, _) in fingerprints.items()}}
+    if cfg.resolved_store != workdir:
+        # Relative, so that a sweep root moved or mounted elsewhere still finds its store.
+        index["store"] = os.path.relpath(cfg.resolved_store, workdir)
+    if sweep:
+        index["sweep"] = sweep
+    write_json_atomic(workdir / RUN_INDEX, index)
     # Atomic like the index: two drivers on one workdir must not interleave their bytes.
     resolved = workdir / f".config.resolved.yaml.{os.getpid()}"
     resolved.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
@@ -181,6 +191,15 @@ def load_run_index(run_dir: Path) -> dict:
 
     path = Path(run_dir) / RUN_INDEX
     if not path.is_file():
-        raise ConfigError(f"{run_dir} is not a run directory (no {RUN_INDEX}); "
+        hint = (" (it is a sweep root: pass one of its points, or `pretrain dashboard` the root)"
+                if (Path(run_dir) / "sweep.json").is_file() else "")
+        raise ConfigError(f"{run_dir} is not a run directory (no {RUN_INDEX}){hint}; "
                           f"run `pretrain run CONFIG` first, or pass runs/<name>")
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def run_store(run_dir: Path, index: dict | None = None) -> ArtifactStore:
+    """The store holding a run's stage outputs: its own folder, or the one pipeline.json
+    names (a sweep point's outputs live in the sweep's shared store)."""
+    index = index if index is not None else load_run_index(run_dir)
+    return ArtifactStore((Path(run_dir) / index.get("store", ".")).resolve())

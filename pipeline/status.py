@@ -6,8 +6,7 @@ import re
 from pathlib import Path
 
 from pipeline.graph import BY_NAME, STAGE_NAMES
-from pipeline.runner import load_run_index
-from pipeline.store import ArtifactStore
+from pipeline.runner import load_run_index, run_store
 
 SCORE = re.compile(r"/(accuracy|f1|matthews(_corrcoef)?|pearson|spearman|exact_match|em)$")
 
@@ -15,7 +14,7 @@ SCORE = re.compile(r"/(accuracy|f1|matthews(_corrcoef)?|pearson|spearman|exact_m
 def stage_rows(run_dir: Path) -> list[dict]:
     """[{stage, state, fingerprint, seconds, metrics}] for the run's latest fingerprints."""
     index = load_run_index(run_dir)
-    store = ArtifactStore(Path(run_dir))
+    store = run_store(Path(run_dir), index)
     rows = []
     for name in STAGE_NAMES:
         fp = index["stages"].get(name, "")

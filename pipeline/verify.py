@@ -13,14 +13,14 @@ import time
 from pathlib import Path
 
 from pipeline.graph import STAGE_NAMES
-from pipeline.runner import load_run_index
+from pipeline.runner import load_run_index, run_store
 from pipeline.status import format_table
-from pipeline.store import ArtifactStore, check_files
+from pipeline.store import check_files
 
 
 def verify_run(run_dir: Path, stages: list[str] | None = None, echo=print) -> int:
     index = load_run_index(run_dir)
-    store = ArtifactStore(Path(run_dir))
+    store = run_store(Path(run_dir), index)
     rows, damaged_stages, total_bytes = [], [], 0
     started = time.perf_counter()
     for name in stages or STAGE_NAMES:

@@ -1,7 +1,8 @@
 """One wandb run per finished stage, logged by the engine from the stage's manifest.
 
 The runner calls `log_stage(cfg, manifest, output_dir)` right after writing a manifest:
-the run is grouped by experiment, tagged with stage and fingerprint, and holds the
+the run is grouped by tracking.wandb.group (a sweep's name) or else the experiment,
+tagged with stage, fingerprint and tracking.wandb.tags, and holds the
 stage's config, its metrics as summary, the data stages' statistics as a wandb.Table,
 and for the report stage report.html/report.md/metrics.json as an artifact.
 
@@ -17,6 +18,8 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 from typing import Any
+
+from stages.tracking import run_group, run_tags
 
 STREAMS_ITS_OWN_RUN = ("pretrain", "finetune")
 STATS_STAGES = ("ingest", "tokenizer", "dataset")
@@ -45,8 +48,8 @@ def _log(cfg, wandb_config, manifest: dict, output_dir: Path) -> None:
     stage, fingerprint = manifest["stage"], manifest["fingerprint"]
     run = wandb.init(
         project=wandb_config.project, entity=wandb_config.entity, mode=wandb_config.mode,
-        dir=str(output_dir), group=cfg.name, job_type=stage,
-        name=f"{cfg.name}-{stage}-{fingerprint[:8]}", tags=[stage, fingerprint],
+        dir=str(output_dir), group=run_group(cfg), job_type=stage,
+        name=f"{cfg.name}-{stage}-{fingerprint[:8]}", tags=run_tags(cfg, stage, fingerprint),
         config={"stage": stage, "fingerprint": fingerprint, "code_version": manifest.get("code_version"),
                 "inputs": manifest.get("inputs", {}), stage: manifest.get("config", {})},
         reinit="create_new")

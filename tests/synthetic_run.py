@@ -51,16 +51,20 @@ EVALUATION = {
 def write_run(workdir: Path, *, name: str = "synthetic", lr: float = 0.001, accuracy: float = 0.51,
               stop_before: str | None = None, fail: str | None = None, resumed: bool = False,
               run_started: float | None = None, evaluate_values: dict[str, float] | None = None,
-              snapshots: bool = True) -> Path:
+              snapshots: bool = True, config_overrides: dict | None = None,
+              pretrain_metrics: dict | None = None) -> Path:
     """Stages up to `stop_before` are finished; `fail` gets a failure.json instead of a
     manifest. `resumed` logs steps 11-15 twice, the second time with other losses.
     `evaluate_values` ("piqa/acc" -> value) replaces zero/few-shot scores (their intervals
-    stay); `snapshots` writes the evaluate stage's snapshots.json (scores across training)."""
+    stay); `snapshots` writes the evaluate stage's snapshots.json (scores across training).
+    `config_overrides` ({"pretrain": {"model": {...}}}) is merged key by key into the config
+    (and so into the stages' manifests); `pretrain_metrics` into the pretrain manifest's metrics."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     config = {"name": name, "workdir": str(workdir), "seed": 0,
               "pretrain": {"lr": lr, "max_steps": 40}, "finetune": {"tasks": ["sst2", "mrpc"]},
               "evaluate": {"tasks": list(EVALUATION), "shots": {"copa": 2, "sst2": 4}, "max_examples": 200}}
+    _merge_into(config, config_overrides or {})
     (workdir / "config.resolved.yaml").write_text(yaml.safe_dump(config))
     fingerprints = {stage: f"{stage[:4]}{abs(hash((name, stage, lr))) % 10**12:012d}" for stage in STAGES}
     now = time.time()
@@ -83,6 +87,8 @@ def write_run(workdir: Path, *, name: str = "synthetic", lr: float = 0.001, accu
         metrics = dict(METRICS.get(stage, {}))
         if stage == "evaluate":  # written last by the stage: a failed one has neither file
             metrics.update(_write_evaluation(directory, evaluate_values or {}, snapshots))
+        if stage == "pretrain":
+            metrics.update(pretrain_metrics or {})
         if stage == "pretrain" and resumed:
             metrics["resumed_from_step"] = 10
         if stage == "finetune":
@@ -97,6 +103,14 @@ def write_run(workdir: Path, *, name: str = "synthetic", lr: float = 0.001, accu
         }
         (directory / "manifest.json").write_text(json.dumps(manifest))
     return workdir
+
+
+def _merge_into(config: dict, overrides: dict) -> None:
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            _merge_into(config[key], value)
+        else:
+            config[key] = value
 
 
 def _write_pretrain_metrics(directory: Path, lr: float, resumed: bool) -> None:
@@ -177,3 +191,25 @@ def snapshot_rows(results: dict, steps: tuple[int, ...] = (10, 20, 30, 40)) -> l
                              "value": value, "ci95": ci95, "baseline": score["baseline"],
                              "higher_is_better": score["higher_is_better"]})
     return rows
+
+
+def write_sweep_point(sweep_root: Path, point: str, *, sweep: str = "sweep", **run_kwargs) -> Path:
+    """A point of a sweep as `pretrain sweep` lays it out: `<root>/<point>/pipeline.json`
+    (with "store" and "sweep") and its stage outputs in the shared `<root>/store/`;
+    `run_kwargs` go to `write_run`. Writes `<root>/sweep.json` listing the points so far."""
+    sweep_root = Path(sweep_root)
+    workdir = write_run(sweep_root / point, **run_kwargs)
+    store = sweep_root / "store"
+    for stage in STAGES:
+        for output in sorted((workdir / stage).glob("*")) if (workdir / stage).is_dir() else []:
+            (store / stage).mkdir(parents=True, exist_ok=True)
+            output.rename(store / stage / output.name)
+        if (workdir / stage).is_dir():
+            (workdir / stage).rmdir()
+    index = json.loads((workdir / "pipeline.json").read_text())
+    (workdir / "pipeline.json").write_text(json.dumps({**index, "store": "../store", "sweep": sweep}))
+    sweep_file = sweep_root / "sweep.json"
+    points = json.loads(sweep_file.read_text())["points"] if sweep_file.is_file() else []
+    points.append({"name": point, "overrides": {}, "workdir": str(workdir)})
+    sweep_file.write_text(json.dumps({"name": sweep, "points": points}))
+    return workdir

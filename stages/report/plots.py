@@ -50,3 +50,49 @@ def line_plot_png(title: str, lines: dict[str, Points], *, xlabel: str = "step",
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def log_log_plot_png(title: str, points: dict[str, list[tuple[float, float]]], *, xlabel: str, ylabel: str,
+                     fitted: dict[str, list[tuple[float, float]]] | None = None, log_y: bool = True,
+                     point_names: dict[str, list[str]] | None = None, connect: bool = False) -> str:
+    """base64 PNG of points on a log x axis (and log y unless `log_y` is False: scores
+    between 0 and 1 read better on a linear one): each series as markers, joined in x
+    order with `connect` (a score across runs); `fitted` curves as lines (a power law
+    fitted to the points is straight on log-log axes); `point_names` writes a name (the
+    run's label) beside each point of a series."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
+
+    fitted, point_names = fitted or {}, point_names or {}
+    figure = Figure(figsize=(6.0, 3.6), dpi=90, layout="constrained")
+    axes = figure.add_subplot()
+    for label, series in points.items():
+        ordered = sorted(range(len(series)), key=lambda i: series[i][0])
+        xs = [series[i][0] for i in ordered]
+        ys = [series[i][1] for i in ordered]
+        axes.plot(xs, ys, label=label, marker="o", markersize=5, linestyle="-" if connect else "none",
+                  linewidth=1.2)
+        for i, name in enumerate(point_names.get(label, [])[:len(series)]):
+            axes.annotate(name, series[i], textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+    for i, (label, curve) in enumerate(fitted.items()):  # the first curve solid, others (alternatives) dashed
+        axes.plot([x for x, _ in curve], [y for _, y in curve], label=label, linewidth=1.2,
+                  linestyle="-" if i == 0 else "--")
+    axes.set_xscale("log")
+    drawn = [y for series in list(points.values()) + list(fitted.values()) for _, y in series]
+    if log_y and drawn and all(y > 0 for y in drawn):
+        axes.set_yscale("log")
+        # Losses span far less than a decade: plain numbers on the ticks (3.4, 3.6), not 4x10^0.
+        plain = FuncFormatter(lambda value, _: f"{value:.3g}")
+        axes.yaxis.set_major_formatter(plain)
+        axes.yaxis.set_minor_formatter(plain)
+    axes.set_title(title)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.grid(True, which="both", alpha=0.3)
+    if len(points) + len(fitted) > 3:  # many scores: beside the plot, not over its lines
+        axes.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.0, 0.5))
+    else:
+        axes.legend(fontsize="small")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")

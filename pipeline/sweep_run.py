@@ -1,0 +1,317 @@
+"""`pretrain sweep CONFIG`: plan and run every point of a sweep.
+
+Each point is an ordinary `pretrain run` of its own config (a child process: its own
+log, Ctrl-C and failure handling, exactly as when run by hand), joined to one Ray
+instance that the sweep starts once (or the cluster `ray.address` names). All points
+write their stage outputs into one store, so a stage whose fingerprint several points
+share is one directory, computed once:
+
+1. Shared stages first: every stage that two or more unfinished points share and that is
+   not cached runs once, in one child, before the points start (a point that has to wait
+   for another's stage would hold a concurrency slot doing nothing).
+2. Then the points, at most `max_concurrent` at a time. Each child still takes the stage
+   locks with --wait-lock, so whatever they share beyond step 1 is written once too.
+3. Then `sweep.html` and `sweep.md` in the sweep root: one row per point.
+
+A sweep resumes like a run: the same command again skips finished points (every stage
+cached) and re-runs the others, whose stages resume from their checkpoints.
+`<root>/sweep.json` records each point's state, for `pretrain dashboard` and for people.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.config import ConfigError
+from pipeline.graph import STAGE_NAMES
+from pipeline.planner import Decision, Selection, plan
+from pipeline.store import write_json_atomic
+from pipeline.sweep import SWEEP_INDEX, Sweep, SweepPoint
+
+SHARED_LOG = "shared-stages.log"
+POINT_LOG = "sweep.log"
+STAGE_LINE = re.compile(r"^\[(%s)\] " % "|".join(STAGE_NAMES))
+
+
+@dataclass(frozen=True)
+class StageUse:
+    """One stage output of the sweep and the points that read it."""
+
+    stage: str
+    fingerprint: str
+    points: tuple[str, ...]
+    action: str  # the planner's decision: cached / run / missing
+
+
+def stage_uses(sweep: Sweep, decisions: dict[str, list[Decision]]) -> list[StageUse]:
+    """Every (stage, fingerprint) of the sweep, in graph order, with its points."""
+    uses: dict[tuple[str, str], list[str]] = {}
+    actions: dict[tuple[str, str], str] = {}
+    for point in sweep.points:
+        for decision in decisions[point.name]:
+            key = (decision.stage, decision.fingerprint)
+            uses.setdefault(key, []).append(point.name)
+            actions[key] = decision.action
+    order = {name: i for i, name in enumerate(STAGE_NAMES)}
+    return [StageUse(stage, fp, tuple(points), actions[(stage, fp)])
+            for (stage, fp), points in sorted(uses.items(), key=lambda item: order[item[0][0]])]
+
+
+def plan_sweep(sweep: Sweep, selection: Selection = Selection()
+               ) -> tuple[dict[str, list[Decision]], list[StageUse]]:
+    decisions = {point.name: plan(point.config, selection) for point in sweep.points}
+    return decisions, stage_uses(sweep, decisions)
+
+
+def format_plan(sweep: Sweep, uses: list[StageUse]) -> list[list[str]]:
+    """Rows of `pretrain plan` on a sweep: one per stage output, with who shares it."""
+    rows = []
+    total = len(sweep.points)
+    for use in uses:
+        if len(use.points) == total and total > 1:
+            who = f"all {total} points"
+        elif len(use.points) > 1:
+            who = f"{len(use.points)} points: {', '.join(use.points)}"
+        else:
+            who = use.points[0]
+        shared = len(use.points) > 1
+        what = {"cached": "cached" + (", reused by each" if shared else ""),
+                "run": f"runs once, reused by the other {len(use.points) - 1}" if shared else "runs",
+                "missing": "not selected"}[use.action]
+        rows.append([use.stage, use.fingerprint, who, what])
+    return rows
+
+
+class SweepIndex:
+    """`<root>/sweep.json`, rewritten atomically whenever a point changes state."""
+
+    def __init__(self, sweep: Sweep):
+        self.path = sweep.root / SWEEP_INDEX
+        self.lock = threading.Lock()
+        previous = _read_json(self.path).get("points", [])
+        states = {p.get("name"): p for p in previous if isinstance(p, dict)}
+        self.data = {
+            "name": sweep.name, "config_file": sweep.config_path, "updated": time.time(),
+            "store": os.path.relpath(sweep.store, sweep.root),
+            "points": [{"name": p.name, "overrides": p.overrides, "workdir": p.name,
+                        "state": states.get(p.name, {}).get("state", "pending"),
+                        **{k: v for k, v in states.get(p.name, {}).items()
+                           if k in ("started", "ended", "wall_seconds", "ran", "reused", "exit_code")}}
+                       for p in sweep.points],
+        }
+        self.save()
+
+    def update(self, name: str, **fields) -> None:
+        with self.lock:
+            for point in self.data["points"]:
+                if point["name"] == name:
+                    point.update(fields)
+            self.data["updated"] = time.time()
+            self.save()
+
+    def save(self) -> None:
+        write_json_atomic(self.path, self.data)
+
+
+def run_sweep(sweep: Sweep, *, selection: Selection = Selection(), max_concurrent: int | None = None,
+              echo=print, python: str = sys.executable) -> int:
+    """0 when every point finished, 1 when one failed (the others still run), 130 on Ctrl-C.
+    `selection` (--only / --from) applies to every point."""
+    if selection.force:
+        raise ConfigError("pretrain sweep has no --force: a forced stage that points share would "
+                          "be rebuilt once per point. Force it in one point (pretrain run "
+                          "CONFIG -o ... --force STAGE with that point's overrides), then sweep")
+    sweep.root.mkdir(parents=True, exist_ok=True)
+    decisions, uses = plan_sweep(sweep, selection)
+    index = SweepIndex(sweep)
+    finished = [p for p in sweep.points if not any(d.action == "run" for d in decisions[p.name])]
+    for point in finished:
+        echo(f"[{point.name}] finished: every selected stage cached, skipped")
+        index.update(point.name, state="done")
+    pending = [p for p in sweep.points if p not in finished]
+    failed: list[str] = []
+    if pending:
+        with SweepRay(sweep.points[0].config.ray, echo) as ray_address:
+            limit = max_concurrent or sweep.max_concurrent or default_concurrency(pending, ray_address)
+            runner = PointRunner(sweep, index, python, ray_address, echo, _selection_args(selection))
+            shared = _shared_to_run(pending, uses)
+            if shared:
+                if not runner.run_shared(shared):
+                    echo("error: a shared stage failed: no point can run; see "
+                         f"{sweep.root / SHARED_LOG}")
+                    return 1
+            echo(f"running {len(pending)} point(s), at most {limit} at a time "
+                 f"({len(finished)} already finished)")
+            try:
+                with ThreadPoolExecutor(max_workers=limit) as pool:
+                    results = list(pool.map(runner.run_point, pending))
+            except KeyboardInterrupt:
+                echo("interrupted: finished points and committed checkpoints are kept; "
+                     "run the same command to resume the sweep")
+                return 130
+            failed = [p.name for p, ok in zip(pending, results) if not ok]
+    _write_reports(sweep, echo)
+    if failed:
+        echo(f"error: {len(failed)} point(s) failed: {', '.join(failed)} (each one's log: "
+             f"{sweep.root}/<point>/{POINT_LOG}); the same command retries them")
+        return 1
+    echo(f"sweep {sweep.name}: {len(sweep.points)} points done in {sweep.root}")
+    return 0
+
+
+def default_concurrency(points: list[SweepPoint], ray_address: str | None) -> int:
+    """As many points as the cluster's CPUs hold, at pretrain.num_workers CPUs each."""
+    import ray
+
+    cpus = ray.cluster_resources().get("CPU", 1) if ray.is_initialized() else (os.cpu_count() or 1)
+    per_point = max(max(p.config.pretrain.num_workers, p.config.finetune.num_workers) for p in points)
+    return max(1, int(cpus // per_point))
+
+
+def _shared_to_run(pending: list[SweepPoint], uses: list[StageUse]) -> dict[str, list[str]]:
+    """representative point -> the stages it runs for everyone (shared by 2+ pending points)."""
+    names = {p.name for p in pending}
+    shared: dict[str, list[str]] = {}
+    for use in uses:
+        readers = [p for p in use.points if p in names]
+        if use.action == "run" and len(readers) > 1:
+            shared.setdefault(readers[0], []).append(use.stage)
+    return shared
+
+
+class SweepRay:
+    """One Ray for every point: the cluster ray.address names, or an embedded instance
+    this driver starts, whose address the children join (their own start would cost
+    each point the seconds Ray takes to come up, and they would compete for the cores)."""
+
+    def __init__(self, ray_config, echo):
+        self.ray_config = ray_config
+        self.echo = echo
+        self.started = False
+
+    def __enter__(self) -> str | None:
+        """The address the children join; None when their configs already name it."""
+        from pipeline.ray_session import RaySession
+
+        # With ray.address set this only connects: the driver reads the cluster's CPUs.
+        session = RaySession(self.ray_config)
+        session.ensure_started(self.echo)
+        self.started = session.started
+        import ray
+
+        return None if self.ray_config.address else ray.get_runtime_context().gcs_address
+
+    def __exit__(self, *exc) -> None:
+        if self.started:
+            import ray
+
+            ray.shutdown()
+
+
+def _selection_args(selection: Selection) -> list[str]:
+    return ([arg for stage in selection.only for arg in ("--only", stage)]
+            + (["--from", selection.from_stage] if selection.from_stage else []))
+
+
+class PointRunner:
+    def __init__(self, sweep: Sweep, index: SweepIndex, python: str, ray_address: str | None, echo,
+                 selection_args: list[str] = ()):
+        self.sweep, self.index, self.python = sweep, index, python
+        self.ray_address, self.echo = ray_address, echo
+        self.selection_args = list(selection_args)
+
+    def command(self, point: SweepPoint, extra: list[str]) -> list[str]:
+        overrides = [*point.cli_overrides, *([f"ray.address={self.ray_address}"] if self.ray_address else [])]
+        return [self.python, "-m", "pipeline.cli", "run", str(Path(self.sweep.config_path).resolve()),
+                *[arg for o in overrides for arg in ("-o", o)], "--wait-lock",
+                "--sweep-name", self.sweep.name, *extra]
+
+    def run_shared(self, shared: dict[str, list[str]]) -> bool:
+        by_name = {p.name: p for p in self.sweep.points}
+        for representative, stages in shared.items():
+            self.echo(f"[shared] {', '.join(stages)}: once for every point that reads them "
+                      f"(in {representative}'s config)")
+            only = [arg for stage in stages for arg in ("--only", stage)]
+            code, _, _ = self._child(by_name[representative], only, self.sweep.root / SHARED_LOG, "shared")
+            if code != 0:
+                return False
+        return True
+
+    def run_point(self, point: SweepPoint) -> bool:
+        started = time.time()
+        self.index.update(point.name, state="running", started=started)
+        self.echo(f"[{point.name}] running ({_overrides_text(point)})")
+        log = self.sweep.root / point.name / POINT_LOG
+        code, ran, reused = self._child(point, self.selection_args, log, point.name)
+        ended = time.time()
+        state = "done" if code == 0 else ("interrupted" if code in (130, -2) else "failed")
+        self.index.update(point.name, state=state, ended=ended, wall_seconds=ended - started,
+                          exit_code=code, ran=ran, reused=reused)
+        self.echo(f"[{point.name}] {state} in {ended - started:.0f}s"
+                  + ("" if code == 0 else f" (exit {code}; log {log})"))
+        return code == 0
+
+    def _child(self, point: SweepPoint, extra: list[str], log_path: Path, prefix: str):
+        """Run one `pretrain run`, its output appended to `log_path`; stage lines and
+        errors are echoed with the point's name. -> (exit code, stages run, stages reused)."""
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        ran, reused = [], []
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(self.command(point, extra))}\n")
+            log.flush()
+            child = subprocess.Popen(self.command(point, extra), stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, env=env)
+            try:
+                for line in child.stdout:
+                    log.write(line)
+                    log.flush()
+                    stage_line = STAGE_LINE.match(line)
+                    if stage_line:
+                        stage = stage_line.group(1)
+                        if " cached (" in line:
+                            reused.append(stage)
+                        elif " done in " in line:
+                            ran.append(stage)
+                    if (stage_line and " missing (" not in line) or line.startswith("error:"):
+                        self.echo(f"[{prefix}] {line.rstrip()}")
+                code = child.wait()
+            except BaseException:
+                child.terminate()  # Ctrl-C reached the child too; give it time to save
+                child.wait(timeout=60)
+                raise
+        return code, ran, reused
+
+
+def _overrides_text(point: SweepPoint) -> str:
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in point.overrides.items())
+
+
+def _write_reports(sweep: Sweep, echo) -> None:
+    try:
+        from pipeline.runs_report import write_runs_report
+    except ImportError:
+        return
+    try:
+        html, markdown = write_runs_report(sweep.root)
+        echo(f"wrote {html} and {markdown}")
+    except Exception as error:  # noqa: BLE001 - the points' results stand without the summary
+        echo(f"warning: could not write the sweep's summary: {type(error).__name__}: {error}")
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+

@@ -1,0 +1,109 @@
+"""`pretrain sweep` on 2 x 2 tiny GPTs (two widths x two learning rates) of the gpt-tiny
+data, through the real CLI: killed with SIGKILL while the second point pretrains, then
+resumed by the same command.
+
+What it pins: the upstream stages (ingest, tokenizer, dataset) are computed once for all
+four points (one output each in the shared store, written before the kill and never
+again); the finished point is skipped on resume; the killed point resumes from its
+committed checkpoint; the two others run; sweep.json and sweep.md list every point.
+The points stop after pretraining (--only), which is where they differ; the stages after
+it are ordinary runs, covered by the other end-to-end tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import psutil
+import pytest
+
+from pipeline.fingerprint import compute_all
+from pipeline.sweep import expand_sweep
+from tests.e2e.cli import REPO_ROOT, cli_command, cli_env, pretrain_cli
+from tests.e2e.conftest import CONFIG
+
+pytestmark = [pytest.mark.e2e, pytest.mark.ray]
+UPSTREAM = ("ingest", "tokenizer", "dataset")
+AXES = ("pretrain.model.hidden_size=[32,64]", "pretrain.lr=[1e-3,3e-3]")
+
+
+def sweep_args(root, ray_address) -> list[str]:
+    overrides = [*AXES, f"workdir={root}", f"ray.address={ray_address}", "pretrain.num_workers=1",
+                 "pretrain.max_steps=60", "pretrain.checkpoint_every=5", "pretrain.eval_every=60"]
+    return [CONFIG, *[a for o in overrides for a in ("-o", o)],
+            *[a for s in (*UPSTREAM, "pretrain") for a in ("--only", s)]]
+
+
+def kill_group_when_committed(sweep: subprocess.Popen, checkpoints, timeout: float = 400) -> float:
+    """SIGKILL the sweep's whole process group (as a scheduler would) once `checkpoints`
+    lists a committed checkpoint; returns when it was killed."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert sweep.poll() is None, "the sweep ended before the second point committed a checkpoint"
+        if checkpoints.is_file() and "checkpoint-step" in checkpoints.read_text():
+            tree = [psutil.Process(sweep.pid), *psutil.Process(sweep.pid).children(recursive=True)]
+            os.killpg(sweep.pid, signal.SIGKILL)
+            for process in tree:  # anything that left the group goes too
+                try:
+                    process.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            psutil.wait_procs(tree, timeout=10)
+            return time.time()
+        time.sleep(0.2)
+    raise AssertionError(f"no committed checkpoint in {checkpoints} after {timeout:.0f} s")
+
+
+def test_a_2x2_sweep_shares_upstream_stages_and_resumes_after_a_kill(ray_address, tmp_path):
+    root = tmp_path / "sweep"
+    args = sweep_args(root, ray_address)
+    sweep = expand_sweep(CONFIG, [a for a, flag in zip(args[1:], args) if flag == "-o"])
+    names = [p.name for p in sweep.points]
+    assert names == ["hidden_size-32_lr-0.001", "hidden_size-32_lr-0.003",
+                     "hidden_size-64_lr-0.001", "hidden_size-64_lr-0.003"]
+    second_fp = compute_all(sweep.points[1].config)["pretrain"][0]
+    snapshot = root / "store" / "pretrain" / second_fp / "ray" / "pretrain" / "checkpoint_manager_snapshot.json"
+
+    with open(tmp_path / "first.log", "w") as log:
+        first = subprocess.Popen(cli_command("sweep", *args, "--max-concurrent", "1"), cwd=REPO_ROOT,
+                                 env=cli_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        killed_at = kill_group_when_committed(first, snapshot)
+    first_log = (tmp_path / "first.log").read_text()
+    states = {p["name"]: p["state"] for p in json.loads((root / "sweep.json").read_text())["points"]}
+    assert states[names[0]] == "done" and states[names[1]] == "running", (states, first_log[-3000:])
+    first_point = json.loads(manifest_path(root, "pretrain", sweep.points[0]).read_text())
+
+    result = pretrain_cli("sweep", *args, "--max-concurrent", "2", timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert f"[{names[0]}] finished: every selected stage cached, skipped" in result.stdout
+
+    for stage in UPSTREAM:  # computed once, before the kill, for all four points
+        manifests = list((root / "store" / stage).glob("*/manifest.json"))
+        assert len(manifests) == 1, (stage, manifests)
+        assert json.loads(manifests[0].read_text())["end_time"] < killed_at
+    pretrain = {p.name: json.loads(manifest_path(root, "pretrain", p).read_text()) for p in sweep.points}
+    assert len(set(m["fingerprint"] for m in pretrain.values())) == 4
+    assert pretrain[names[0]] == first_point  # not run again
+    assert pretrain[names[1]]["metrics"]["resumed_from_step"] >= 5  # from its committed checkpoint
+    assert pretrain[names[1]]["start_time"] > killed_at
+    assert all(m["metrics"]["steps"] == 60 for m in pretrain.values())
+
+    index = json.loads((root / "sweep.json").read_text())
+    assert [p["state"] for p in index["points"]] == ["done"] * 4
+    for point in index["points"]:  # every point read the upstream stages from the store
+        assert set(UPSTREAM) <= set(point["reused"]) and not set(UPSTREAM) & set(point["ran"]), point
+        run_index = json.loads((root / point["name"] / "pipeline.json").read_text())
+        assert run_index["sweep"] == "gpt-tiny" and run_index["store"] == "../store"
+    summary = (root / "sweep.md").read_text()
+    assert all(name in summary for name in names), summary
+
+    status = pretrain_cli("status", str(root / names[1]))
+    assert status.returncode == 0 and "pretrain" in status.stdout and "done" in status.stdout, status.stdout
+
+
+def manifest_path(root, stage, point):
+    return root / "store" / stage / compute_all(point.config)[stage][0] / "manifest.json"
