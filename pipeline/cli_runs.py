@@ -1,7 +1,11 @@
 """The `pretrain` subcommands for reading runs:
 
     pretrain report    RUN_DIR [RUN_DIR...] [-o DIR]     compare runs (HTML + Markdown)
+    pretrain report    ROOT [-o DIR]                     every run under ROOT: sweep.html, sweep.md
     pretrain dashboard RUN_DIR [RUN_DIR...] [--port N]   serve the live report on 127.0.0.1
+    pretrain dashboard ROOT [--port N]                   every run under ROOT, live, in one table
+
+ROOT is one folder that is not a run itself but holds runs (a sweep's root, runs/).
 
 `pipeline.cli` registers them with `add_commands` and hands parsed arguments to
 `dispatch`, which returns an exit code (None: not one of these commands). Exit codes
@@ -18,12 +22,17 @@ COMMANDS = ("report", "dashboard")
 
 def add_commands(subparsers) -> None:
     report = subparsers.add_parser("report", help="compare runs side by side (HTML + Markdown)")
-    report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories, e.g. runs/demo")
+    report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                        help="run directories, e.g. runs/demo; or one folder of runs (a sweep's root) "
+                             "for a table of every run under it")
     report.add_argument("-o", "--output", metavar="DIR",
-                        help="where to write report.html and report.md (default reports/compare-<names>)")
+                        help="where to write report.html and report.md (default reports/compare-<names>); "
+                             "for a folder of runs, sweep.html and sweep.md (default: that folder)")
 
     dashboard = subparsers.add_parser("dashboard", help="serve the live HTML report of runs on 127.0.0.1")
-    dashboard.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    dashboard.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                           help="run directories; or one folder of runs (a sweep's root): every run "
+                                "under it in one sortable table, updated live")
     dashboard.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000; 0 = any free)")
     dashboard.add_argument("--host", default="127.0.0.1",
                            help="interface to listen on (default 127.0.0.1: this machine only)")
@@ -45,7 +54,14 @@ def dispatch(args: argparse.Namespace) -> int | None:
 
 def _report(args) -> int:
     from pipeline.compare import write_comparison
+    from pipeline.run_discovery import is_runs_root
 
+    if is_runs_root(args.run_dirs):
+        from pipeline.runs_report import write_runs_report
+
+        html_path, markdown_path = write_runs_report(args.run_dirs[0], args.output)
+        print(f"wrote {html_path} and {markdown_path}")
+        return 0
     output_dir = write_comparison(args.run_dirs, args.output)
     print(f"wrote {output_dir / 'report.html'} and {output_dir / 'report.md'}")
     return 0

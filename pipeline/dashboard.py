@@ -1,8 +1,13 @@
-"""`pretrain dashboard RUN_DIR...`: the HTML report(s) served on 127.0.0.1, live.
+"""`pretrain dashboard RUN_DIR...` / `pretrain dashboard ROOT`: served on 127.0.0.1, live.
 
 Every request re-reads the run directories and renders the page again (a second or so),
-so curves grow while a run is in progress; the page reloads itself with a meta refresh.
-One RUN_DIR shows that run's report, several show the side-by-side comparison.
+so curves grow while a run is in progress. One RUN_DIR shows that run's report, several
+show the side-by-side comparison; the page reloads itself with a meta refresh.
+
+A ROOT that is not a run but holds runs (a sweep's root, a folder of experiments) shows
+every run under it in one table (`pipeline.runs_report`): the page at / polls /runs.json
+and redraws in place, keeping its sort, filter and selection; runs are found again on
+every request, so new sweep points appear. /sweep.md is the same table as Markdown.
 Plain stdlib http.server: no extra dependency for people without wandb.
 """
 
@@ -13,25 +18,52 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from pipeline.compare import render_comparison
+from pipeline.run_discovery import find_run_dirs, is_runs_root
 from pipeline.run_source import load_run_source
+from pipeline.runs_report import ScalingCache, render_runs, runs_table
+from stages.report.run_table_render import table_json
 
 LIVE_REFRESH_S = 10      # while a stage is unfinished
 FINISHED_REFRESH_S = 60  # still refresh: a finished run may be re-run with --force
+POLL_S = 5               # the runs page (ROOT) asks for /runs.json this often
+RUN_PAGES = ("/", "/index.html", "/report.md")
+ROOT_PAGES = ("/", "/index.html", "/sweep.md", "/runs.json")
 
 
 class Dashboard:
-    def __init__(self, run_dirs: list[str | Path], *, live_refresh_s: int = LIVE_REFRESH_S):
+    def __init__(self, run_dirs: list[str | Path], *, live_refresh_s: int = LIVE_REFRESH_S,
+                 poll_seconds: float = POLL_S):
         self.run_dirs = [Path(d) for d in run_dirs]
+        # One folder that is not a run itself: every run under it, in one table.
+        self.root = self.run_dirs[0] if is_runs_root(self.run_dirs) else None
         self.live_refresh_s = live_refresh_s
+        self.poll_seconds = poll_seconds
+        self.scaling = ScalingCache()  # the root page's plots, kept while no run changes
         self.render_lock = threading.Lock()  # one render at a time on a small machine
-        self.load()  # fails now (ConfigError) if a RUN_DIR is not a run
+        self.load()  # fails now (ConfigError) if a RUN_DIR is not a run, or ROOT holds none
+
+    @property
+    def pages(self) -> tuple[str, ...]:
+        return RUN_PAGES if self.root is None else ROOT_PAGES
 
     def load(self):
+        if self.root is not None:
+            return find_run_dirs(self.root)
         return [load_run_source(d) for d in self.run_dirs]
+
+    def runs_json(self) -> str:
+        """The table of every run under ROOT, as the page's poll reads it."""
+        with self.render_lock:
+            table, _ = runs_table(self.root, scaling=self.scaling)
+        return table_json(table)
 
     def render(self) -> tuple[str, str]:
         """(html, markdown) of the run(s) as they are on disk right now."""
         with self.render_lock:
+            if self.root is not None:
+                html, markdown, _ = render_runs(self.root, poll_seconds=self.poll_seconds,
+                                                scaling=self.scaling)
+                return html, markdown
             sources = self.load()
             live = any(s.in_progress for s in sources)
             html, markdown, _ = render_comparison(
@@ -44,15 +76,21 @@ def make_server(dashboard: Dashboard, host: str = "127.0.0.1", port: int = 0) ->
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-            if self.path.split("?")[0] not in ("/", "/index.html", "/report.md"):
+            path = self.path.split("?")[0]
+            if path not in dashboard.pages:
                 self._send(404, "text/plain", f"no page {self.path}; the report is at /\n")
                 return
             try:
-                html, markdown = dashboard.render()
+                if path == "/runs.json":
+                    data = dashboard.runs_json()
+                else:
+                    html, markdown = dashboard.render()
             except Exception as error:  # noqa: BLE001 - show it, keep serving
                 self._send(500, "text/plain", f"could not render the report: {type(error).__name__}: {error}\n")
                 return
-            if self.path.startswith("/report.md"):
+            if path == "/runs.json":
+                self._send(200, "application/json", data)
+            elif path.endswith(".md"):
                 self._send(200, "text/markdown; charset=utf-8", markdown)
             else:
                 self._send(200, "text/html; charset=utf-8", html)
@@ -73,9 +111,10 @@ def make_server(dashboard: Dashboard, host: str = "127.0.0.1", port: int = 0) ->
 
 
 def serve(run_dirs: list[str], host: str = "127.0.0.1", port: int = 8000, echo=print) -> int:
-    server = make_server(Dashboard(run_dirs), host, port)
-    echo(f"dashboard for {', '.join(run_dirs)} at http://{host}:{server.server_address[1]}/ "
-         f"(Ctrl-C stops it)")
+    dashboard = Dashboard(run_dirs)
+    server = make_server(dashboard, host, port)
+    what = f"every run under {dashboard.root}" if dashboard.root is not None else ", ".join(run_dirs)
+    echo(f"dashboard for {what} at http://{host}:{server.server_address[1]}/ (Ctrl-C stops it)")
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -1,0 +1,100 @@
+"""Every run under a root as one table: sweep.html and sweep.md (`pretrain report ROOT`,
+the end of `pretrain sweep`), and the data `pretrain dashboard ROOT` serves live.
+
+    write_runs_report("runs/lr-sweep")   # -> runs/lr-sweep/sweep.html, runs/lr-sweep/sweep.md
+
+Runs are found afresh on every call (`pipeline.run_discovery`), so a sweep point that
+started since the last call shows up. A run that cannot be read (its pipeline.json being
+replaced, a stage folder removed) is listed as a problem above the table instead of
+failing the page.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from pipeline.config import ConfigError
+from pipeline.run_discovery import find_run_dirs
+from pipeline.run_source import load_run_source
+from pipeline.runner import run_store
+from pipeline.stage_lock import peek_holder
+from stages.report.run_table import build_run_table
+from stages.report.run_table_render import run_table_html, run_table_markdown, scaling_parts
+from stages.report.sources import RunSource
+
+HTML_FILE = "sweep.html"
+MARKDOWN_FILE = "sweep.md"
+
+
+def write_runs_report(root: str | Path, output_dir: str | Path | None = None) -> tuple[Path, Path]:
+    """Writes sweep.html and sweep.md (into `root` unless `output_dir`); returns their paths.
+    Raises ConfigError (nothing written) when `root` holds no run."""
+    html, markdown, _ = render_runs(root)
+    output_dir = Path(output_dir) if output_dir is not None else Path(root)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    html_path, markdown_path = output_dir / HTML_FILE, output_dir / MARKDOWN_FILE
+    html_path.write_text(html, encoding="utf-8")
+    markdown_path.write_text(markdown, encoding="utf-8")
+    return html_path, markdown_path
+
+
+def render_runs(root: str | Path, *, poll_seconds: float | None = None,
+                scaling: Callable[[list[RunSource]], tuple[str, str]] = scaling_parts,
+                ) -> tuple[str, str, dict[str, Any]]:
+    """(html, markdown, table) of every run under `root` as they are on disk now;
+    `poll_seconds`: the page polls runs.json that often (served by the dashboard)."""
+    table, scaling_markdown = runs_table(root, scaling=scaling)
+    return (run_table_html(table, poll_seconds=poll_seconds),
+            run_table_markdown(table, scaling_markdown=scaling_markdown), table)
+
+
+def runs_table(root: str | Path, *, scaling: Callable[[list[RunSource]], tuple[str, str]] = scaling_parts
+               ) -> tuple[dict[str, Any], str]:
+    """(the table with its "scaling_html", the scaling section as Markdown); `scaling`
+    draws that section (the dashboard passes a ScalingCache)."""
+    root = Path(root)
+    sources, locked, problems = load_runs(root)
+    table = build_run_table(sources, root=root, locked=locked, problems=problems)
+    table["scaling_html"], scaling_markdown = scaling(sources)
+    return table, scaling_markdown
+
+
+class ScalingCache:
+    """`scaling_parts`, drawn again only when a run's stages change: its plots take
+    seconds to draw and the dashboard's page asks every few seconds."""
+
+    def __init__(self) -> None:
+        self.key: tuple | None = None
+        self.parts = ("", "")
+
+    def __call__(self, sources: list[RunSource]) -> tuple[str, str]:
+        key = tuple((str(s.run_dir), tuple((r.stage, r.state, r.fingerprint, (r.manifest or {}).get("end_time"))
+                                           for r in s.stages)) for s in sources)
+        if key != self.key:
+            self.parts, self.key = scaling_parts(sources), key
+        return self.parts
+
+
+def load_runs(root: Path) -> tuple[list[RunSource], set[Path], list[dict[str, str]]]:
+    """(the runs under `root`, those with a stage lock held now, runs that could not be read)."""
+    sources, locked, problems = [], set(), []
+    for run_dir in find_run_dirs(root):
+        try:
+            source = load_run_source(run_dir)
+            if holds_stage_lock(source):
+                locked.add(source.run_dir)
+        except (ConfigError, OSError, ValueError) as error:  # being rewritten, or damaged
+            problems.append({"run_dir": str(run_dir), "error": f"{type(error).__name__}: {error}"})
+            continue
+        sources.append(source)
+    return sources, locked, problems
+
+
+def holds_stage_lock(source: RunSource) -> bool:
+    """A driver is writing one of the run's unfinished stages right now."""
+    unfinished = [s for s in source.stages if s.fingerprint and s.state in ("incomplete", "not run")]
+    if not unfinished or source.run_dir is None:
+        return False
+    store = run_store(source.run_dir)
+    return any(peek_holder(store.lock_path(s.stage, s.fingerprint)) is not None for s in unfinished)

@@ -1,0 +1,222 @@
+"""Every run under a root as one table (sweep.html, sweep.md, `pretrain dashboard ROOT`):
+a row per run with its state, wall time, the config keys that differ across the runs,
+and its scores, each with the baseline the report code knows for it.
+
+The model is plain JSON-ready data: the dashboard serves it as /runs.json and the page
+renders it in the browser; sweep.md renders the same rows as Markdown. Scores, deltas
+and baselines come from the comparison (`stages.report.comparison.metric_rows`), never
+recomputed here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Collection
+
+from stages.report.comparison import IGNORED_CONFIG_KEYS, config_differences, flatten, metric_rows, run_labels
+from stages.report.content import build_report
+from stages.report.curves import finetune_series, pretrain_series
+from stages.report.evaluation import verdict_label
+from stages.report.sources import RUN_INDEX, RunSource
+
+# A run with no stage lock held is still "running" if it wrote something this recently:
+# the driver is between two stages, or the lock is on a file system we cannot probe.
+ACTIVE_WINDOW_S = 120.0
+CURVE_POINTS = 400  # per line: enough for a 600-pixel plot, small enough to poll
+PRETRAIN_CURVES = (("loss", "Pretraining: training loss"), ("val_loss", "Pretraining: validation loss"))
+FIXED_COLUMNS = (
+    {"key": "run", "name": "run", "title": "run", "group": "run", "numeric": False},
+    {"key": "directory", "name": "directory", "title": "directory", "group": "run", "numeric": False},
+    {"key": "sweep", "name": "sweep", "title": "sweep", "group": "run", "numeric": False},
+    {"key": "state", "name": "state", "title": "state", "group": "run", "numeric": False},
+    {"key": "wall_seconds", "name": "wall_seconds", "title": "wall time", "group": "run", "numeric": True},
+)
+
+
+def build_run_table(sources: list[RunSource], *, root: Path | None = None, locked: Collection[Path] = (),
+                    problems: list[dict[str, str]] | None = None, now: float | None = None) -> dict[str, Any]:
+    """{"generated", "root", "columns", "rows", "problems", "ignored_config_keys"}.
+
+    columns: [{key, name (what a filter's `name=value` matches: state, pretrain.lr,
+    pretrain/final_loss, sst2/accuracy, eval/piqa/acc), title, group (run | config |
+    pretrain | finetune | evaluate), numeric, lower_is_better, baseline (the one all runs
+    share, else None)}]; rows: [{run_dir,
+    values: {column key: value}, contexts: {column key: {baseline, verdict, label}},
+    stages: {stage: state}, error, config: {dotted key: value}, curves: {panel: [[step,
+    value]]}}]. `locked`: run directories with a stage lock held now (running for sure);
+    `problems`: runs that could not be read ({run_dir, error}), shown above the table."""
+    now = time.time() if now is None else now
+    problems = list(problems or [])
+    sources, reports = _reports(sources, problems)
+    labels = run_labels(sources)
+    differences = config_differences([s.config for s in sources]) if len(sources) > 1 else []
+    metrics = metric_rows(labels, sources, reports) if sources else []
+    sweeps = [read_sweep_name(s.run_dir) for s in sources]
+    columns = [dict(c) for c in FIXED_COLUMNS if c["key"] != "sweep" or any(sweeps)]
+    columns += [_config_column(row) for row in differences]
+    columns += [_metric_column(row) for row in metrics]
+    rows = []
+    for i, (label, source) in enumerate(zip(labels, sources)):
+        state = run_state(source, now, locked=source.run_dir in locked if source.run_dir else False)
+        values = {"run": label, "directory": _display_dir(source.run_dir, root), "sweep": sweeps[i],
+                  "state": state, "wall_seconds": wall_seconds(source, state, now)}
+        contexts = {}
+        for row in differences:
+            values[f"config:{row['key']}"] = row["values"][i]
+        for row in metrics:
+            key = _metric_key(row)
+            values[key] = row["values"][i]
+            if (context := _context(row, i)) is not None:
+                contexts[key] = context
+        failed = next((s for s in source.stages if s.state == "failed"), None)
+        rows.append({"run_dir": str(source.run_dir or ""), "experiment": source.name, "values": values,
+                     "contexts": contexts, "stages": {s.stage: s.state for s in source.stages},
+                     "error": f"{failed.stage}: {failed.error or 'failed'}" if failed else None,
+                     "config": _jsonable(flatten(source.config)), "curves": run_curves(source)})
+    return {"generated": now, "root": str(root or ""), "columns": columns, "rows": rows,
+            "problems": problems, "ignored_config_keys": list(IGNORED_CONFIG_KEYS)}
+
+
+def run_state(source: RunSource, now: float, *, locked: bool = False) -> str:
+    """done | running | failed | incomplete, over the stages the run's index names (a
+    stage with no fingerprint is not part of the run)."""
+    stages = [s for s in source.stages if s.fingerprint]
+    if any(s.state == "failed" for s in stages):
+        return "failed"
+    if stages and all(s.state == "done" for s in stages):
+        return "done"
+    if locked or now - last_activity(source) < ACTIVE_WINDOW_S:
+        return "running"
+    return "incomplete"  # interrupted, or stopped after a selection (--only)
+
+
+def last_activity(source: RunSource) -> float:
+    """When the run last wrote anything: its start, a stage's end, or a file in an
+    unfinished stage's directory (metrics.jsonl grows while training)."""
+    times = [source.run_started or 0.0]
+    for record in source.stages:
+        times.append(float((record.manifest or {}).get("end_time") or 0.0))
+        if record.state == "incomplete" and record.directory is not None:
+            times += _modified_times(record.directory)
+    return max(times)
+
+
+def wall_seconds(source: RunSource, state: str, now: float) -> float | None:
+    """The finished stages' wall time added up; a running run: the time since it started."""
+    if state == "running" and source.run_started:
+        return max(0.0, now - source.run_started)
+    seconds = [(s.manifest or {}).get("wall_seconds") for s in source.stages if s.state == "done"]
+    seconds = [float(v) for v in seconds if isinstance(v, (int, float))]
+    return sum(seconds) if seconds else None
+
+
+def read_sweep_name(run_dir: Path | None) -> str | None:
+    """The sweep a run is a point of (pipeline.json "sweep"), None for a plain run."""
+    if run_dir is None:
+        return None
+    try:
+        sweep = json.loads((Path(run_dir) / RUN_INDEX).read_text(encoding="utf-8")).get("sweep")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(sweep) if sweep else None
+
+
+def run_curves(source: RunSource) -> dict[str, list[list[float]]]:
+    """Panel title -> [[step, value]] of this run: training and validation loss, and the
+    training loss of each fine-tuning task; at most CURVE_POINTS points a line."""
+    curves: dict[str, list[list[float]]] = {}
+    pretrain = source.stage("pretrain")
+    series = pretrain_series(pretrain.directory if pretrain else None)
+    for key, title in PRETRAIN_CURVES:
+        if series.get(key):
+            curves[title] = thin(series[key], CURVE_POINTS)
+    finetune = source.stage("finetune")
+    for task, task_series in finetune_series(finetune.directory if finetune else None).items():
+        if task_series.get("loss"):
+            curves[f"Fine-tuning loss: {task}"] = thin(task_series["loss"], CURVE_POINTS)
+    return curves
+
+
+def thin(points: list[tuple[int, float]], limit: int) -> list[list[float]]:
+    """Every k-th point so at most `limit` remain, always keeping the last one."""
+    stride = max(1, -(-len(points) // limit))
+    picked = points[::stride]
+    if (len(points) - 1) % stride:
+        picked.append(points[-1])
+    return [[step, value] for step, value in picked]
+
+
+def _reports(sources: list[RunSource], problems: list[dict]) -> tuple[list[RunSource], list[dict]]:
+    kept, reports = [], []
+    for source in sources:
+        try:
+            reports.append(build_report(source))
+        except Exception as error:  # noqa: BLE001 - one unreadable run must not hide the others
+            problems.append({"run_dir": str(source.run_dir or source.name),
+                             "error": f"{type(error).__name__}: {error}"})
+            continue
+        kept.append(source)
+    return kept, reports
+
+
+def _config_column(row: dict) -> dict[str, Any]:
+    present = [v for v in row["values"] if v is not None]
+    return {"key": f"config:{row['key']}", "name": row["key"], "title": row["key"], "group": "config",
+            "numeric": bool(present) and all(_is_number(v) for v in present)}
+
+
+def _metric_key(row: dict) -> str:
+    return f"metric:{row['group']}/{row['metric']}"
+
+
+def _metric_column(row: dict) -> dict[str, Any]:
+    group = row["group"]
+    if group == "pretrain":
+        kind, name = "pretrain", f"pretrain/{row['metric']}"
+    elif group.startswith("evaluate: "):
+        kind, name = "evaluate", f"eval/{group.removeprefix('evaluate: ')}/{row['metric']}"
+    else:
+        kind, name = "finetune", f"{group}/{row['metric']}"
+    baselines = {round(c["baseline"], 9) for c in row["contexts"] if c and c.get("baseline") is not None}
+    return {"key": _metric_key(row), "name": name, "title": name,
+            "group": kind, "numeric": True,
+            "lower_is_better": row["lower_is_better"],
+            "baseline": next(iter(baselines)) if len(baselines) == 1 else None}
+
+
+def _context(row: dict, i: int) -> dict[str, Any] | None:
+    context = row["contexts"][i]
+    if not context or context.get("baseline") is None:
+        return None
+    return {"baseline": context["baseline"], "verdict": context.get("verdict"),
+            "label": verdict_label(context) if context.get("verdict") else None}
+
+
+def _display_dir(run_dir: Path | None, root: Path | None) -> str:
+    if run_dir is None:
+        return ""
+    if root is not None:
+        relative = os.path.relpath(run_dir, Path(root).resolve())
+        if not relative.startswith(".."):
+            return relative
+    return str(run_dir)
+
+
+def _modified_times(directory: Path) -> list[float]:
+    try:
+        with os.scandir(directory) as entries:
+            return [entry.stat().st_mtime for entry in entries if entry.is_file()]
+    except OSError:
+        return []
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _jsonable(flat: dict[str, Any]) -> dict[str, Any]:
+    """Config values as JSON holds them (a YAML date or set becomes its text)."""
+    return json.loads(json.dumps(flat, default=str))

@@ -1,0 +1,182 @@
+"""The table of every run under a root: one row per run with its state and wall time, the
+config keys that differ, scores with their baselines; its Markdown and the page's data."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+
+import pytest
+
+import stages.report.scaling as scaling
+from pipeline.cli import main
+from pipeline.run_source import load_run_source
+from pipeline.runs_report import render_runs, write_runs_report
+from stages.report.run_table import ACTIVE_WINDOW_S, build_run_table, run_state, thin
+from stages.report.run_table_render import format_duration, run_table_html, run_table_markdown
+from tests.synthetic_run import write_run, write_sweep_point
+
+
+def pretrain_running(workdir, **kwargs):
+    """A run whose pretrain stage has logged steps but has no manifest yet."""
+    workdir = write_run(workdir, stop_before="finetune", **kwargs)
+    (manifest,) = workdir.glob("pretrain/*/manifest.json")
+    manifest.unlink()
+    return workdir
+
+
+def root_of_runs(tmp_path):
+    """Two sweep points and a failed plain run, one running run: 4 rows."""
+    sweep = tmp_path / "lr-sweep"
+    write_sweep_point(sweep, "lr-1e-3", sweep="lr-sweep", name="a", pretrain_metrics={"final_loss": 6.5})
+    write_sweep_point(sweep, "lr-2e-3", sweep="lr-sweep", name="b", lr=0.002, accuracy=0.6,
+                      pretrain_metrics={"final_loss": 6.1})
+    write_run(tmp_path / "broken", name="broken", lr=0.004, fail="pretrain")
+    pretrain_running(tmp_path / "live", name="live", lr=0.003)
+    return tmp_path
+
+
+def rows_by_run(table):
+    return {row["values"]["run"]: row for row in table["rows"]}
+
+
+def test_one_row_per_run_with_state_wall_time_sweep_and_differing_config(tmp_path):
+    _, _, table = render_runs(root_of_runs(tmp_path))
+    rows = rows_by_run(table)
+    assert [row["values"]["directory"] for row in table["rows"]] == [
+        "broken", "live", "lr-sweep/lr-1e-3", "lr-sweep/lr-2e-3"]
+    assert {run: row["values"]["state"] for run, row in rows.items()} == {
+        "a": "done", "b": "done", "broken": "failed", "live": "running"}
+    assert rows["a"]["values"]["sweep"] == "lr-sweep" and rows["live"]["values"]["sweep"] is None
+    # 7 finished stages of 1 s each; the failed run finished 3 before pretrain failed.
+    assert rows["a"]["values"]["wall_seconds"] == 7.0 and rows["broken"]["values"]["wall_seconds"] == 3.0
+    assert 90 < rows["live"]["values"]["wall_seconds"] < 200  # since it started (100 s ago)
+    assert rows["broken"]["error"].startswith("pretrain: RuntimeError: CUDA <out> of memory")
+
+    config_columns = [c["name"] for c in table["columns"] if c["group"] == "config"]
+    assert config_columns == ["pretrain.lr"]  # name and workdir differ too, and say nothing
+    assert [rows[r]["values"]["config:pretrain.lr"] for r in "ab"] == [0.001, 0.002]
+
+
+def test_scores_come_with_their_baselines_and_missing_values_stay_missing(tmp_path):
+    _, _, table = render_runs(root_of_runs(tmp_path))
+    rows, columns = rows_by_run(table), {c["name"]: c for c in table["columns"]}
+    assert [rows[r]["values"]["metric:pretrain/final_loss"] for r in ("a", "b", "broken", "live")] == [
+        6.5, 6.1, None, None]
+    assert columns["pretrain/final_loss"]["lower_is_better"] is True
+    assert columns["sst2/accuracy"]["lower_is_better"] is False
+    assert rows["b"]["values"]["metric:sst2/accuracy"] == 0.6
+    piqa = columns["eval/piqa/acc"]
+    assert piqa["group"] == "evaluate" and piqa["baseline"] == 0.5
+    assert rows["a"]["contexts"][piqa["key"]] == {"baseline": 0.5, "verdict": "chance", "label": "≈ chance"}
+    assert piqa["key"] not in rows["live"]["contexts"]
+
+
+def test_states_follow_the_stages_and_the_clock(tmp_path):
+    done = load_run_source(write_run(tmp_path / "done"))
+    live = load_run_source(pretrain_running(tmp_path / "live"))
+    now = time.time()
+    assert run_state(done, now) == "done"
+    assert run_state(live, now) == "running"  # metrics.jsonl written just now
+    later = now + ACTIVE_WINDOW_S + 200
+    assert run_state(live, later) == "incomplete"  # nothing written for a while: interrupted
+    assert run_state(live, later, locked=True) == "running"  # a driver holds its stage lock
+    # Data stages done, pretrain never started (`--only dataset`, or the driver died between stages).
+    stopped = load_run_source(write_run(tmp_path / "only-data", stop_before="pretrain"))
+    assert run_state(stopped, now) == "running" and run_state(stopped, later) == "incomplete"
+    assert run_state(load_run_source(write_run(tmp_path / "failed", fail="dataset")), now) == "failed"
+
+
+def test_curves_are_thinned_keeping_the_last_step(tmp_path):
+    points = [(step, 1.0 / step) for step in range(1, 1002)]
+    thinned = thin(points, 400)
+    assert len(thinned) <= 401 and thinned[0] == [1, 1.0] and thinned[-1] == [1001, 1.0 / 1001]
+    assert thin(points[:5], 400) == [list(p) for p in points[:5]]
+    row = rows_by_run(build_run_table([load_run_source(write_run(tmp_path / "run", name="run"))]))["run"]
+    assert sorted(row["curves"]) == ["Fine-tuning loss: mrpc", "Fine-tuning loss: sst2",
+                                     "Pretraining: training loss", "Pretraining: validation loss"]
+    assert len(row["curves"]["Pretraining: training loss"]) == 40
+    assert row["curves"]["Pretraining: validation loss"] == [[20, pytest.approx(7.1)], [40, pytest.approx(6.1)]]
+
+
+def test_markdown_has_one_row_per_run_and_marks_scores_at_chance(tmp_path):
+    _, markdown, _ = render_runs(root_of_runs(tmp_path))
+    lines = markdown.splitlines()
+    header = next(line for line in lines if line.startswith("| run |"))
+    assert header.startswith("| run | directory | sweep | state | wall time | pretrain.lr | pretrain/steps |")
+    assert "| eval/piqa/acc (baseline 0.5) |" in header
+    rows = [line for line in lines if line.startswith("| ") and line != header]
+    assert len(rows) == 4
+    assert rows[0].startswith("| broken | `broken` | - | failed | 3s | 0.004 | - | - |")
+    assert "| live | `live` | - | running | 1m " in rows[1] and " so far |" in rows[1]
+    assert rows[2].startswith("| a | `lr-sweep/lr-1e-3` | lr-sweep | done | 7s | 0.001 | 40 | 6.5 | 6.83 |")
+    assert "| 0.535 (≈ chance) |" in rows[2] and "| 0.415 (below baseline) |" in rows[2]
+    assert "- broken: pretrain: RuntimeError: CUDA <out> of memory \\| boom" in lines  # a | cannot split the row
+    assert "4 runs (2 done, 1 failed, 1 running)" in markdown
+
+
+def test_the_page_embeds_the_table_safely_and_fetches_nothing(tmp_path):
+    write_run(tmp_path / "a", name="</script><b>a")
+    write_run(tmp_path / "b", name="b", lr=0.002)
+    html, _, table = render_runs(tmp_path)
+    data = re.search(r'<script type="application/json" id="runs-data">(.*?)</script>', html, re.S).group(1)
+    assert "</script><b>" not in data
+    assert json.loads(data)["rows"][0]["values"]["run"] == "</script><b>a"
+    assert json.loads(data) == json.loads(json.dumps(table, default=str))
+    assert not re.search(r'(src|href)="(?!data:)', html)  # no CDN, no network
+    settings = re.search(r'id="dashboard-settings">(.*?)</script>', html).group(1)
+    assert json.loads(settings)["poll_seconds"] is None  # written, not served: never polls
+    served = run_table_html(table, poll_seconds=5)
+    assert '"poll_seconds": 5' in served and "live: updates every 5 s" in served
+
+
+def test_a_run_that_cannot_be_read_is_listed_not_fatal(tmp_path):
+    write_run(tmp_path / "good", name="good")
+    bad = write_run(tmp_path / "bad", name="bad")
+    (bad / "pipeline.json").write_text("{not json")
+    _, markdown, table = render_runs(tmp_path)
+    assert [row["values"]["run"] for row in table["rows"]] == ["good"]
+    assert table["problems"][0]["run_dir"].endswith("bad")
+    assert f"- could not read `{bad}`: JSONDecodeError" in markdown
+
+
+def test_report_root_writes_sweep_html_and_md_into_the_root_or_o(tmp_path, capsys):
+    root = root_of_runs(tmp_path / "runs")
+    assert main(["report", str(root / "lr-sweep")]) == 0
+    assert f"wrote {root / 'lr-sweep' / 'sweep.html'} and {root / 'lr-sweep' / 'sweep.md'}" in capsys.readouterr().out
+    assert "| a | `lr-1e-3` | lr-sweep | done |" in (root / "lr-sweep" / "sweep.md").read_text()
+    html_path, markdown_path = write_runs_report(root, tmp_path / "out")
+    assert html_path == tmp_path / "out" / "sweep.html" and markdown_path.name == "sweep.md"
+    assert "4 runs" in markdown_path.read_text()
+    assert main(["report", str(tmp_path / "out")]) == 2  # holds no run
+    assert "is not a run directory and holds none" in capsys.readouterr().err
+
+
+def test_one_run_gives_a_table_without_config_columns_and_durations_read_well(tmp_path):
+    table = build_run_table([load_run_source(write_run(tmp_path / "solo", name="solo"))])
+    assert [c["group"] for c in table["columns"]].count("config") == 0
+    assert "| solo |" in run_table_markdown(table)
+    assert [format_duration(s) for s in (None, 4.4, 65, 3725)] == ["-", "4s", "1m 05s", "1h 02m"]
+
+
+def test_the_scaling_section_goes_below_the_table_and_its_failure_is_shown(tmp_path, monkeypatch):
+    write_run(tmp_path / "a", name="a")
+    monkeypatch.setattr(scaling, "scaling_section", lambda sources: (
+        f'<p id="fit">{len(sources)} runs</p>', "## Scaling\n\nfitted\n"))
+    html, markdown, table = render_runs(tmp_path)
+    assert '<div id="scaling"><p id="fit">1 runs</p></div>' in html and table["scaling_html"].startswith("<p")
+    assert markdown.rstrip().endswith("## Scaling\n\nfitted")
+
+    def broken(sources):
+        raise ValueError("no <fit>")
+
+    monkeypatch.setattr(scaling, "scaling_section", broken)
+    html, markdown, _ = render_runs(tmp_path)
+    assert "scaling plots could not be drawn: ValueError: no &lt;fit&gt;" in html
+    assert "| a |" in markdown and "scaling plots could not be drawn" in markdown
+
+    monkeypatch.setitem(sys.modules, "stages.report.scaling", None)  # the module is not there
+    html, markdown, table = render_runs(tmp_path)
+    assert table["scaling_html"] == "" and "Scaling" not in markdown

@@ -1,0 +1,93 @@
+"""`pretrain dashboard ROOT`: a real server on a free port, in a thread, serving the table
+of every run under ROOT at / and as JSON at /runs.json, found again on every request."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+from pipeline.dashboard import Dashboard, make_server
+from tests.synthetic_run import write_run, write_sweep_point
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(*run_dirs) -> str:
+        server = make_server(Dashboard(list(run_dirs)), "127.0.0.1", 0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def get(url: str) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, response.headers["Content-Type"], response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers["Content-Type"], error.read().decode()
+
+
+def test_new_sweep_points_appear_on_the_next_request(tmp_path, serve):
+    write_sweep_point(tmp_path, "p1", name="p1")
+    url = serve(tmp_path)
+    status, content_type, html = get(url + "/")
+    assert status == 200 and content_type.startswith("text/html")
+    assert '"poll_seconds": 5' in html and "http-equiv" not in html  # redraws in place, no reload
+    status, content_type, body = get(url + "/runs.json")
+    assert status == 200 and content_type == "application/json"
+    assert [row["values"]["run"] for row in json.loads(body)["rows"]] == ["p1"]
+
+    write_sweep_point(tmp_path, "p2", name="p2", lr=0.002)
+    rows = json.loads(get(url + "/runs.json")[2])["rows"]
+    assert [row["values"]["run"] for row in rows] == ["p1", "p2"]
+    assert "| p2 | `p2` | sweep | done |" in get(url + "/sweep.md")[2]
+
+
+def test_an_error_is_shown_and_the_server_keeps_serving(tmp_path, serve):
+    run = write_run(tmp_path / "only", name="only")
+    url = serve(tmp_path)
+    shutil.rmtree(run)  # every run gone: nothing to show, say so
+    status, _, body = get(url + "/runs.json")
+    assert status == 500 and "is not a run directory and holds none" in body
+    assert get(url + "/")[0] == 500
+    write_run(tmp_path / "again", name="again")
+    assert [row["values"]["run"] for row in json.loads(get(url + "/runs.json")[2])["rows"]] == ["again"]
+    assert get(url + "/report.md")[0] == 404  # a run's page, not the root's
+
+
+def test_runs_json_is_not_served_for_run_dirs(tmp_path, serve):
+    url = serve(write_run(tmp_path / "a", name="a"))
+    assert get(url + "/runs.json")[0] == 404
+
+
+def test_the_scaling_plots_are_drawn_again_only_when_a_run_changes(tmp_path, monkeypatch):
+    import pipeline.runs_report as runs_report
+    from pipeline.run_source import load_run_source
+
+    drawn = []
+    monkeypatch.setattr(runs_report, "scaling_parts", lambda sources: (drawn.append(1), ("<p>fit</p>", ""))[1])
+    live = write_run(tmp_path / "live", name="live", stop_before="finetune")
+    (manifest,) = live.glob("pretrain/*/manifest.json")
+    finished = manifest.read_text()
+    manifest.unlink()  # pretraining
+    cache = runs_report.ScalingCache()
+    assert cache([load_run_source(live)]) == ("<p>fit</p>", "")
+    with open(next(live.glob("pretrain/*/metrics.jsonl")), "a") as f:
+        f.write(json.dumps({"step": 41, "loss": 5.0}) + "\n")
+    cache([load_run_source(live)])
+    assert len(drawn) == 1  # polled again: a step more, no stage finished
+    manifest.write_text(finished)
+    cache([load_run_source(live)])
+    assert len(drawn) == 2
