@@ -123,7 +123,21 @@ def main(argv: list[str] | None = None, extra_commands: Sequence[CommandGroup] =
                     sweep=args.sweep_name)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
+        axes = [o for o in getattr(args, "override", []) if _is_list_value(o)]
+        if args.command in ("run", "plan") and axes:
+            print(f"hint: to run one experiment per value, sweep them: pretrain sweep {args.config} "
+                  + " ".join(f"-o {o}" for o in axes), file=sys.stderr)
         return 2
+
+
+def _is_list_value(override: str) -> bool:
+    import yaml
+
+    text = override.partition("=")[2].strip()
+    try:
+        return text.startswith("[") and isinstance(yaml.safe_load(text), list)
+    except yaml.YAMLError:
+        return False
 
 
 def _sweep(args) -> int:

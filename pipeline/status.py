@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from pipeline.graph import BY_NAME, STAGE_NAMES
 from pipeline.runner import load_run_index, run_store
+from pipeline.store import RUN_INDEX
+from pipeline.sweep import SWEEP_INDEX
 
 SCORE = re.compile(r"/(accuracy|f1|matthews(_corrcoef)?|pearson|spearman|exact_match|em)$")
 
@@ -61,9 +64,36 @@ def format_table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def render(run_dir: Path) -> str:
+    """The stage table of a run; for a sweep root, one row per point."""
+    if not (Path(run_dir) / RUN_INDEX).is_file() and (Path(run_dir) / SWEEP_INDEX).is_file():
+        return render_sweep(Path(run_dir))
     rows = stage_rows(run_dir)
     return format_table(
         ["stage", "state", "fingerprint", "seconds", "key metrics"],
         [[r["stage"], r["state"], r["fingerprint"],
           f"{r['seconds']:.1f}" if r["seconds"] is not None else "-", format_metrics(r["metrics"])]
          for r in rows])
+
+
+def render_sweep(root: Path) -> str:
+    """One row per point of `<root>/sweep.json`: its state from the manifests (a killed
+    sweep leaves "running" in sweep.json), stage counts, wall time and pretraining loss."""
+    index = json.loads((root / SWEEP_INDEX).read_text(encoding="utf-8"))
+    rows = []
+    for point in index.get("points", []):
+        run_dir = root / point.get("workdir", point["name"])
+        if not (run_dir / RUN_INDEX).is_file():
+            rows.append([point["name"], "not started", "-", "-", "-"])
+            continue
+        stages = stage_rows(run_dir)
+        states = [r["state"] for r in stages]
+        state = ("done" if all(s == "done" for s in states) else "failed" if "failed" in states
+                 else point.get("state", "incomplete") if point.get("state") == "running" else "incomplete")
+        done = sum(s == "done" for s in states)
+        seconds = sum(r["seconds"] or 0 for r in stages)
+        pretrain = next(r for r in stages if r["stage"] == "pretrain")["metrics"]
+        rows.append([point["name"], state, f"{done}/{len(stages)}", f"{seconds:.0f}",
+                     format_metrics({k: pretrain[k] for k in ("final_loss", "val_loss") if k in pretrain})])
+    return (f"sweep {index.get('name')}: {len(rows)} points, stage outputs in "
+            f"{(root / index.get('store', 'store')).resolve()}\n"
+            + format_table(["point", "state", "stages done", "seconds", "pretrain"], rows))

@@ -15,7 +15,7 @@ from stages.report.curves import Series, finetune_series, panels, pretrain_serie
 from stages.report.sources import RunSource
 
 # Keys that always differ between runs and say nothing about the experiment.
-IGNORED_CONFIG_KEYS = ("name", "workdir")
+IGNORED_CONFIG_KEYS = ("name", "workdir", "store")
 PRETRAIN_SUMMARY = ("steps", "final_loss", "val_loss", "val_perplexity", "tokens_per_second")
 
 

@@ -37,7 +37,7 @@ def comparison_html(comparison: dict[str, Any], sources: list[RunSource], *,
 def _config_table(comparison: dict, labels: list[str]) -> str:
     rows = comparison["config_differences"]
     if not rows:
-        return "<p>The configs are identical (apart from name and workdir).</p>"
+        return "<p>The configs are identical (apart from name, workdir and store).</p>"
     return table(["key", *labels], [[row["key"], *row["values"]] for row in rows], css_class="config-diff")
 
 
@@ -92,7 +92,7 @@ def comparison_markdown(comparison: dict[str, Any]) -> str:
         out += [f"| {row['key']} | " + " | ".join(format_value(v) for v in row["values"]) + " |"
                 for row in comparison["config_differences"]]
     else:
-        out.append("The configs are identical (apart from name and workdir).")
+        out.append("The configs are identical (apart from name, workdir and store).")
     out += ["", "## Scores", ""]
     if comparison["metrics"]:
         out += ["| stage / task | metric | " + " | ".join(labels) + " |",

@@ -343,7 +343,7 @@ SCRIPT = r"""
     const differing = keys.filter(key => !ignored.has(key) && new Set(
       picked.map(row => JSON.stringify(row.config[key] === undefined ? null : row.config[key]))).size > 1);
     if (!differing.length) {
-      box.replaceChildren(el("p", {}, "The selected runs' configs are identical (apart from name and workdir)."));
+      box.replaceChildren(el("p", {}, "The selected runs' configs are identical (apart from name, workdir and store)."));
       return;
     }
     const head = el("tr", {}, el("th", {}, "key"), ...picked.map(row => el("th", {}, row.values.run)));

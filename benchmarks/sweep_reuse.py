@@ -1,0 +1,78 @@
+"""A 2 x 2 sweep against the same four experiments run one after another (issue 20).
+
+    .venv/bin/python benchmarks/sweep_reuse.py              # ~12 min on 2 cores
+    .venv/bin/python benchmarks/sweep_reuse.py --steps 20   # shorter pretraining
+
+Both sides run the real CLI in fresh folders, one after another, on the gpt-tiny config
+with two widths x two learning rates:
+
+    sweep     `pretrain sweep configs/gpt-tiny.yaml -o hidden_size=[32,64] -o lr=[1e-3,3e-3]
+              --max-concurrent 1`: points share one store, so ingest, tokenizer and dataset
+              run once, and one Ray instance serves every point
+    separate  four `pretrain run configs/gpt-tiny.yaml -o hidden_size=.. -o lr=..`, each in
+              its own workdir with its own Ray, as a user without sweeps would run them
+
+Prints wall times, the ratio, and how many stage executions each side made (counted from
+the manifests on disk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+CONFIG = "configs/gpt-tiny.yaml"
+WIDTHS = (32, 64)
+RATES = ("1e-3", "3e-3")
+
+
+def cli(*args: str) -> float:
+    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"`pretrain {' '.join(args)}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return time.perf_counter() - started
+
+
+def manifests(folder: Path) -> int:
+    return len(list(folder.rglob("manifest.json")))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=40, help="pretrain.max_steps of every point")
+    args = parser.parse_args()
+    common = ["-o", f"pretrain.max_steps={args.steps}"]
+    with tempfile.TemporaryDirectory(prefix="sweep-reuse-") as temp:
+        temp = Path(temp)
+        sweep_root = temp / "sweep"
+        sweep_s = cli("sweep", CONFIG, "-o", f"workdir={sweep_root}", *common,
+                      "-o", f"pretrain.model.hidden_size=[{','.join(map(str, WIDTHS))}]",
+                      "-o", f"pretrain.lr=[{','.join(RATES)}]", "--max-concurrent", "1")
+        sweep_stages = manifests(sweep_root / "store")
+        separate_s, separate_stages = 0.0, 0
+        for width in WIDTHS:
+            for rate in RATES:
+                workdir = temp / "separate" / f"w{width}-lr{rate}"
+                separate_s += cli("run", CONFIG, "-o", f"workdir={workdir}", *common,
+                                  "-o", f"pretrain.model.hidden_size={width}", "-o", f"pretrain.lr={rate}")
+                separate_stages += manifests(workdir)
+    print(f"2 x 2 tiny GPTs (gpt-tiny data, {args.steps} pretraining steps, every stage)\n")
+    print("| | wall (s) | stage executions |")
+    print("|---|---|---|")
+    print(f"| `pretrain sweep` (--max-concurrent 1) | {sweep_s:.0f} | {sweep_stages} |")
+    print(f"| four `pretrain run`s, one after another | {separate_s:.0f} | {separate_stages} |")
+    print(f"| ratio sweep / separate | {sweep_s / separate_s:.2f} | {sweep_stages / separate_stages:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
