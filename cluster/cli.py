@@ -1,15 +1,21 @@
 """The installed `pretrain` command (pyproject.toml's [project.scripts]): the engine's
-commands (`pipeline.cli`: run, plan, status, verify, report, dashboard) plus the ones
+commands (`pipeline.cli`: run, plan, sweep, status, verify, report, dashboard) plus the ones
 that use a Ray cluster:
 
     pretrain submit    CONFIG --address http://HEAD:8265 [-o KEY=VALUE] [--follow]
+    pretrain submit    CONFIG --address URL -o pretrain.lr=[1e-3,3e-3] [--max-concurrent N]   # a sweep
     pretrain jobs      --address URL  |  logs JOB --address URL  |  stop JOB --address URL
+
+A config with a `sweep:` section, or an -o axis (a list value, as for `pretrain sweep`),
+is submitted as one job running `pretrain sweep` on the cluster; every point is validated
+before anything is sent.
 
 It lives here, in the top layer (`cluster -> pipeline -> stages`), because the engine
 never imports cluster code: this module hands its commands to `pipeline.cli.main`.
 Exit codes follow `pretrain run`: 0 done, 1 failed (a job that failed, an unreachable
-cluster), 2 a usage mistake (a local workdir for a remote cluster). The rest of the
-cluster package is imported only when one of these commands runs (it pulls in Ray's SDK).
+cluster), 2 a usage mistake (a local workdir for a remote cluster, a bad sweep point).
+The rest of the cluster package is imported only when one of these commands runs (it
+pulls in Ray's SDK).
 """
 
 from __future__ import annotations
@@ -31,7 +37,11 @@ def add_commands(subparsers) -> None:
     submit.add_argument("config", help="experiment YAML inside this project, e.g. configs/demo.yaml")
     _address(submit)
     submit.add_argument("-o", "--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key (repeatable), as for `pretrain run`")
+                        help="override a config key (repeatable), as for `pretrain run`; a list value "
+                             "is a sweep axis, as for `pretrain sweep` (-o pretrain.lr=[1e-3,3e-3])")
+    submit.add_argument("--max-concurrent", type=int, metavar="N",
+                        help="for a sweep: points running at once on the cluster (default "
+                             "sweep.max_concurrent, else as many as the cluster's CPUs hold)")
     submit.add_argument("--follow", action="store_true",
                         help="stream the job's logs until it ends; exit 0 only if it succeeded")
     submit.add_argument("--force-local-workdir", action="store_true",
@@ -82,7 +92,7 @@ def _run_cluster_command(args) -> int:
 
     if args.command == "submit":
         job_id = submit(Submission(args.config, args.address, args.override,
-                                   args.force_local_workdir, args.env))
+                                   args.force_local_workdir, args.env, args.max_concurrent))
         print(job_id)
         if not args.follow:
             print(f"follow it: pretrain logs {job_id} --address {args.address} --follow")

@@ -60,6 +60,11 @@ def expand_sweep(config_path: str | Path, overrides: list[str] | tuple[str, ...]
     grid = dict(section.grid) if section else {}
     grid.update(axis_overrides)  # -o replaces the YAML's axis of the same key
     listed = list(section.points) if section and section.points else [{}]
+    # A plain -o of a key the YAML varies fixes it for every point (else the axis would win).
+    for override in plain_overrides:
+        key = override.partition("=")[0].strip()
+        if key not in axis_overrides and (key in grid or any(key in point for point in listed)):
+            grid[key] = [_value(override)]
     combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())] or [{}]
     point_values = [{**listed_point, **combo} for listed_point in listed for combo in combos]
     if point_values == [{}]:
@@ -72,7 +77,7 @@ def expand_sweep(config_path: str | Path, overrides: list[str] | tuple[str, ...]
     for name, values in zip(point_names(point_values), point_values):
         cli = [*plain_overrides, *(f"{key}={json.dumps(value)}" for key, value in values.items()),
                f"name={base.name}-{name}", f"workdir={root / name}", f"store={root / STORE_DIR}",
-               "sweep=", *_default_group(plain_overrides, base.name)]
+               "sweep=", *_default_group(base, values)]
         points.append(SweepPoint(name, values, load_config(config_path, cli), cli))
     return Sweep(base.name, root, str(config_path), points,
                  section.max_concurrent if section else None)
@@ -142,12 +147,12 @@ def _describe(values: dict[str, Any]) -> str:
     return ", ".join(f"{k}={json.dumps(v)}" for k, v in values.items()) or "the base config"
 
 
-def _default_group(plain_overrides: list[str], sweep_name: str) -> list[str]:
-    # Every point's wandb run is grouped under the sweep unless the user chose a group.
-    from pipeline.config import WandbConfig
-    if "group" not in WandbConfig.model_fields or any(o.partition("=")[0].strip() == "tracking.wandb.group" for o in plain_overrides):
+def _default_group(base: ExperimentConfig, values: dict[str, Any]) -> list[str]:
+    # Every point's wandb run is grouped under the sweep unless the user chose a group
+    # (in the YAML, with -o, or as an axis).
+    if base.tracking.wandb.group is not None or "tracking.wandb.group" in values:
         return []
-    return [f"tracking.wandb.group={sweep_name}"]
+    return [f"tracking.wandb.group={base.name}"]
 
 
 def _value(override: str) -> Any:

@@ -66,8 +66,8 @@ class ScalingPoint:
 
 
 def scaling_points(sources: list[RunSource]) -> list[ScalingPoint]:
-    """A point for every run whose pretrain stage is finished, in the order given;
-    labels as the comparison report's (`run_labels`)."""
+    """A point for every run whose pretrain stage is finished, smallest model first (the
+    tables then read along the axis); labels as the comparison report's (`run_labels`)."""
     points = []
     for label, source in zip(run_labels(sources), sources):
         pretrain = source.stage("pretrain")
@@ -81,7 +81,7 @@ def scaling_points(sources: list[RunSource]) -> list[ScalingPoint]:
             tokens=tokens, tokens_counted=counted,
             val_loss=float(metrics["val_loss"]) if _is_number(metrics.get("val_loss")) else None,
             scores=downstream_scores(source), run_dir=str(source.run_dir or "")))
-    return points
+    return sorted(points, key=lambda p: (p.num_parameters is None, p.num_parameters or 0, p.tokens or 0))
 
 
 def tokens_trained(pretrain: StageRecord, config: dict[str, Any]) -> tuple[int | None, str]:

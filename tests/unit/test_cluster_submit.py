@@ -1,5 +1,7 @@
 """Building a Ray Job without a cluster: entrypoint, runtime_env, secrets, the workdir
-check, address handling, and the errors for an unreachable cluster (nothing written)."""
+check, address handling, and the errors for an unreachable cluster (nothing written);
+a sweep (a `sweep:` section or an -o axis) as one `pretrain sweep` job, every point
+validated before anything is sent."""
 
 from __future__ import annotations
 
@@ -100,3 +102,97 @@ def test_an_unreachable_cluster_is_a_clear_error_and_writes_nothing(tmp_path, ca
     assert not workdir.exists()
     for command in (["jobs"], ["logs", "some-job"], ["stop", "some-job"]):
         assert main([*command, "--address", address]) == 1
+
+
+def entrypoint_overrides(argv: list[str]) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == "-o"]
+
+
+def test_an_axis_override_submits_a_sweep_whose_points_join_the_jobs_cluster(tmp_path, monkeypatch):
+    monkeypatch.setenv("DATA_DIR", str(tmp_path))
+    axis = "pretrain.lr=[1e-3,3e-3]"
+    job = prepare(Submission(CONFIG, "http://127.0.0.1:8265", [f"workdir={tmp_path}/sweep", axis],
+                             max_concurrent=3), environ={"WANDB_API_KEY": "s3cr3t"})
+    argv = shlex.split(job.entrypoint)
+    assert argv[:5] == ["python", "-m", "pipeline.cli", "sweep", CONFIG]
+    assert entrypoint_overrides(argv) == [f"workdir={tmp_path}/sweep", axis, f"workdir={tmp_path}/sweep",
+                                          "ray.address=auto", f"data_dir={tmp_path}"]
+    assert argv[-2:] == ["--max-concurrent", "3"]
+    assert job.workdir == f"{tmp_path}/sweep"  # the sweep root
+    assert job.num_points == 2
+    assert job.metadata == {"experiment": "gpt-tiny", "config": CONFIG, "workdir": f"{tmp_path}/sweep",
+                            "sweep": "true", "points": "2"}
+    assert all(isinstance(v, str) for v in job.metadata.values())  # Ray's job metadata is str -> str
+    assert job.submission_id.startswith("pretrain-gpt-tiny-")
+    assert job.runtime_env["env_vars"]["WANDB_API_KEY"] == "s3cr3t" and "s3cr3t" not in job.entrypoint
+
+
+def test_a_sweep_section_is_submitted_as_a_sweep_and_switched_off_as_one_run(tmp_path, monkeypatch):
+    # Only files inside the project travel with the job: make tmp_path the project.
+    monkeypatch.setattr("cluster.submit.PROJECT_ROOT", tmp_path)
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "grid.yaml").write_text(
+        (PROJECT_ROOT / CONFIG).read_text() + f"data_dir: {tmp_path}\n"
+        "sweep:\n  grid:\n    pretrain.model.hidden_size: [32, 64]\n    seed: [0, 1, 2]\n")
+    config = str(tmp_path / "configs" / "grid.yaml")
+    job = prepare(Submission(config, "http://127.0.0.1:8265", [f"workdir={tmp_path}/w"]), environ={})
+    argv = shlex.split(job.entrypoint)
+    assert argv[:5] == ["python", "-m", "pipeline.cli", "sweep", "configs/grid.yaml"]
+    assert "--max-concurrent" not in argv
+    assert job.num_points == 6 and job.metadata["points"] == "6"
+
+    single = prepare(Submission(config, "http://127.0.0.1:8265", [f"workdir={tmp_path}/w", "sweep="]), environ={})
+    assert shlex.split(single.entrypoint)[3] == "run"
+    assert single.num_points is None and "sweep" not in single.metadata
+
+
+def test_a_list_for_a_list_valued_key_is_one_run_and_a_list_of_lists_a_sweep(tmp_path):
+    one_run = prepare(Submission(CONFIG, "http://127.0.0.1:8265",
+                                 [f"workdir={tmp_path}", "finetune.tasks=[sst2,cola]"]), environ={})
+    assert shlex.split(one_run.entrypoint)[3] == "run"
+    assert one_run.config.finetune.tasks == ["sst2", "cola"]
+    sweep = prepare(Submission(CONFIG, "http://127.0.0.1:8265",
+                               [f"workdir={tmp_path}", "finetune.tasks=[[sst2],[cola]]"]), environ={})
+    assert shlex.split(sweep.entrypoint)[3] == "sweep" and sweep.num_points == 2
+
+
+def test_the_resource_check_of_a_sweep_uses_its_most_demanding_point(tmp_path):
+    job = prepare(Submission(CONFIG, "http://127.0.0.1:8265",
+                             [f"workdir={tmp_path}", "pretrain.num_workers=[1,3]", "finetune.num_workers=1"]),
+                  environ={})
+    assert job.config.pretrain.num_workers == 3
+    assert job.config.name == "gpt-tiny-num_workers-3"
+
+
+def test_a_bad_sweep_point_is_refused_before_anything_is_sent(tmp_path, monkeypatch, capsys):
+    def no_network(*args, **kwargs):
+        raise AssertionError("a refused sweep must not contact the cluster")
+
+    monkeypatch.setattr("cluster.submit.connect", no_network)
+    monkeypatch.setattr("cluster.submit.check_fits", no_network)
+    argv = ["submit", CONFIG, "--address", REMOTE, "-o", f"workdir={tmp_path}/w", "--force-local-workdir"]
+    assert main([*argv, "-o", "pretrain.lr=[1e-3,-1]"]) == 2
+    assert "sweep point pretrain.lr=-1" in capsys.readouterr().err
+    assert main([*argv, "-o", "pretrain.lrr=[1e-3,3e-3]"]) == 2
+    assert "did you mean 'pretrain.lr'" in capsys.readouterr().err
+    assert main([*argv, "-o", "workdir=[a,b]"]) == 2
+    assert "'workdir' cannot vary in a sweep" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()
+
+
+def test_max_concurrent_is_for_sweeps_and_at_least_one(tmp_path, capsys):
+    assert main(["submit", CONFIG, "--address", REMOTE, "-o", f"workdir={tmp_path}", "--force-local-workdir",
+                 "--max-concurrent", "2"]) == 2
+    assert "--max-concurrent is for sweeps" in capsys.readouterr().err
+    with pytest.raises(ClusterError, match="--max-concurrent 0: give 1 or more") as error:
+        prepare(Submission(CONFIG, "http://127.0.0.1:8265", [f"workdir={tmp_path}", "seed=[0,1]"],
+                           max_concurrent=0), environ={})
+    assert error.value.exit_code == 2
+
+
+def test_a_data_dir_axis_is_not_pinned_by_the_resolved_data_dir(tmp_path):
+    axis = f"data_dir=[{tmp_path}/a,{tmp_path}/b]"
+    job = prepare(Submission(CONFIG, "http://127.0.0.1:8265", [f"workdir={tmp_path}/w", axis]), environ={})
+    assert entrypoint_overrides(shlex.split(job.entrypoint)) == [
+        f"workdir={tmp_path}/w", axis, f"workdir={tmp_path}/w", "ray.address=auto"]
+    assert job.num_points == 2
