@@ -1,11 +1,12 @@
 """`pretrain sweep` on 2 x 2 tiny GPTs (two widths x two learning rates) of the gpt-tiny
-data, through the real CLI: killed with SIGKILL while the second point pretrains, then
-resumed by the same command.
+data, through the real CLI: killed with SIGKILL while the first two points pretrain (two
+at a time), resumed by the same command, then run once more.
 
 What it pins: the upstream stages (ingest, tokenizer, dataset) are computed once for all
 four points (one output each in the shared store, written before the kill and never
-again); the finished point is skipped on resume; the killed point resumes from its
-committed checkpoint; the two others run; sweep.json and sweep.md list every point.
+again); a killed point resumes from its committed checkpoint; the two others run;
+sweep.json and sweep.md list every point; the third command skips every point, finished,
+without starting Ray.
 The points stop after pretraining (--only), which is where they differ; the stages after
 it are ordinary runs, covered by the other end-to-end tests.
 """
@@ -65,21 +66,19 @@ def test_a_2x2_sweep_shares_upstream_stages_and_resumes_after_a_kill(ray_address
     names = [p.name for p in sweep.points]
     assert names == ["hidden_size-32_lr-0.001", "hidden_size-32_lr-0.003",
                      "hidden_size-64_lr-0.001", "hidden_size-64_lr-0.003"]
-    second_fp = compute_all(sweep.points[1].config)["pretrain"][0]
-    snapshot = root / "store" / "pretrain" / second_fp / "ray" / "pretrain" / "checkpoint_manager_snapshot.json"
+    killed_fp = compute_all(sweep.points[1].config)["pretrain"][0]
+    snapshot = root / "store" / "pretrain" / killed_fp / "ray" / "pretrain" / "checkpoint_manager_snapshot.json"
 
     with open(tmp_path / "first.log", "w") as log:
-        first = subprocess.Popen(cli_command("sweep", *args, "--max-concurrent", "1"), cwd=REPO_ROOT,
+        first = subprocess.Popen(cli_command("sweep", *args, "--max-concurrent", "2"), cwd=REPO_ROOT,
                                  env=cli_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         killed_at = kill_group_when_committed(first, snapshot)
     first_log = (tmp_path / "first.log").read_text()
     states = {p["name"]: p["state"] for p in json.loads((root / "sweep.json").read_text())["points"]}
-    assert states[names[0]] == "done" and states[names[1]] == "running", (states, first_log[-3000:])
-    first_point = json.loads(manifest_path(root, "pretrain", sweep.points[0]).read_text())
+    assert states[names[1]] == "running" and states[names[3]] == "pending", (states, first_log[-3000:])
 
     result = pretrain_cli("sweep", *args, "--max-concurrent", "2", timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    assert f"[{names[0]}] finished: every selected stage cached, skipped" in result.stdout
 
     for stage in UPSTREAM:  # computed once, before the kill, for all four points
         manifests = list((root / "store" / stage).glob("*/manifest.json"))
@@ -87,7 +86,6 @@ def test_a_2x2_sweep_shares_upstream_stages_and_resumes_after_a_kill(ray_address
         assert json.loads(manifests[0].read_text())["end_time"] < killed_at
     pretrain = {p.name: json.loads(manifest_path(root, "pretrain", p).read_text()) for p in sweep.points}
     assert len(set(m["fingerprint"] for m in pretrain.values())) == 4
-    assert pretrain[names[0]] == first_point  # not run again
     assert pretrain[names[1]]["metrics"]["resumed_from_step"] >= 5  # from its committed checkpoint
     assert pretrain[names[1]]["start_time"] > killed_at
     assert all(m["metrics"]["steps"] == 60 for m in pretrain.values())
@@ -103,6 +101,12 @@ def test_a_2x2_sweep_shares_upstream_stages_and_resumes_after_a_kill(ray_address
 
     status = pretrain_cli("status", str(root / names[1]))
     assert status.returncode == 0 and "pretrain" in status.stdout and "done" in status.stdout, status.stdout
+
+    again = pretrain_cli("sweep", *args)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert all(f"[{name}] finished: every selected stage cached, skipped" in again.stdout for name in names)
+    assert "Ray" not in again.stdout, again.stdout  # neither started nor joined
+    assert json.loads(manifest_path(root, "pretrain", sweep.points[0]).read_text()) == pretrain[names[0]]
 
 
 def manifest_path(root, stage, point):
