@@ -24,6 +24,7 @@ import yaml
 
 from pipeline.config import ConfigError, ExperimentConfig, load_config
 from pipeline.sweep_config import RESERVED_KEYS
+from stages.section import flatten
 
 STORE_DIR = "store"
 SWEEP_INDEX = "sweep.json"
@@ -161,12 +162,3 @@ def _value(override: str) -> Any:
         return yaml.safe_load(text) if sep and text.strip() else None
     except yaml.YAMLError:
         return None  # load_config reports it, naming the flag
-
-
-def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(config, dict):
-        return {prefix: config}
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        flat.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return flat

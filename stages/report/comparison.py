@@ -13,6 +13,7 @@ from typing import Any
 from stages.report.content import build_report
 from stages.report.curves import Series, finetune_series, panels, pretrain_series
 from stages.report.sources import RunSource
+from stages.section import flatten
 
 # Keys that always differ between runs and say nothing about the experiment.
 IGNORED_CONFIG_KEYS = ("name", "workdir", "store")
@@ -44,15 +45,6 @@ def build_comparison(sources: list[RunSource]) -> dict[str, Any]:
         "metrics": metric_rows(labels, sources, reports),
     }
 
-
-def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
-    """{'pretrain.lr': 0.001, 'finetune.tasks': ['sst2'], ...}: lists stay values."""
-    if not isinstance(config, dict):
-        return {prefix: config}
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        flat.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return flat
 
 
 def config_differences(configs: list[dict]) -> list[dict[str, Any]]:

@@ -33,7 +33,8 @@ window.addEventListener("load", () => {
 </script>"""
 
 
-def chromium(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess:
+def chromium(page: Path | str, profile: Path, *extra: str, budget_ms: int = 5000) -> subprocess.CompletedProcess:
+    """Headless Chromium on a file (Path) or a URL (str, e.g. a served dashboard)."""
     if CHROMIUM is None:
         pytest.fail("chromium is not installed: run `make test` (its setup installs Debian's chromium) "
                     "or `apt-get install -y chromium`")
@@ -41,8 +42,8 @@ def chromium(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProc
     return subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-         "--virtual-time-budget=5000", *extra, page.as_uri()],
+         "--no-proxy-server", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
+         f"--virtual-time-budget={budget_ms}", *extra, page if isinstance(page, str) else page.as_uri()],
         capture_output=True, text=True, timeout=120)
 
 

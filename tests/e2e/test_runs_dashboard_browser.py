@@ -16,11 +16,10 @@ import re
 import subprocess
 import threading
 
-import pytest
 
 from pipeline.dashboard import Dashboard, make_server
 from pipeline.runs_report import write_runs_report
-from tests.e2e.test_report_browser import CHROMIUM, console_messages
+from tests.e2e.test_report_browser import chromium, console_messages
 from tests.synthetic_run import write_run, write_sweep_point
 
 PROBE = """<script>
@@ -100,15 +99,7 @@ def root_of_runs(root):
 
 
 def dump_dom(url: str, profile, budget_ms: int) -> subprocess.CompletedProcess:
-    if CHROMIUM is None:
-        pytest.fail("chromium is not installed: run `make test` (its setup installs Debian's chromium) "
-                    "or `apt-get install -y chromium`")
-    return subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-proxy-server", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-         f"--virtual-time-budget={budget_ms}", "--dump-dom", url],
-        capture_output=True, text=True, timeout=120)
+    return chromium(url, profile, "--dump-dom", budget_ms=budget_ms)
 
 
 def test_the_served_page_sorts_filters_overlays_and_updates_live(tmp_path):

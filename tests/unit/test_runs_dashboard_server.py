@@ -5,38 +5,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
-import urllib.error
-import urllib.request
 
-import pytest
-
-from pipeline.dashboard import Dashboard, make_server
+from tests.dashboard_server import get, serve  # noqa: F401 - serve is a fixture
 from tests.synthetic_run import write_run, write_sweep_point
-
-
-@pytest.fixture
-def serve():
-    servers = []
-
-    def start(*run_dirs) -> str:
-        server = make_server(Dashboard(list(run_dirs)), "127.0.0.1", 0)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}"
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-
-
-def get(url: str) -> tuple[int, str, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            return response.status, response.headers["Content-Type"], response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers["Content-Type"], error.read().decode()
 
 
 def test_new_sweep_points_appear_on_the_next_request(tmp_path, serve):
