@@ -125,3 +125,9 @@ class IngestConfig(Section):
     num_shards: int = Field(
         4, ge=1, le=100_000, description="Parquet output shards (contiguous ranges of "
         "documents, balanced by bytes); downstream stages work on them in parallel")
+    block_size_mb: float | None = Field(
+        128, ge=0, description="files larger than this (MiB) are cleaned by several tasks, "
+        "one per piece of about this size: JSONL and CSV cut at line (record) starts, text "
+        "at paragraph starts, Parquet at row groups; the output is the same bytes as when "
+        "read whole. Compressed files, text with split 'file' and Hugging Face datasets "
+        "are read whole; 0 or null: never split")

@@ -1,6 +1,12 @@
 """Near-duplicate removal over the whole corpus: LSH candidates, then MinHash verification,
 vectorized with numpy (a sort per band, no Python loop per document).
 
+This is the single-driver path, which holds bytes per document in the driver. Ingest now
+runs the same rule as a hash-partitioned shuffle of tasks (dedup_run.py); this module
+stays as the reference that the distributed dedup is tested against
+(tests/unit/test_dedup_distributed.py) and measured against
+(benchmarks/ingest_dedup_scale.py).
+
 Rule: a document is a near-duplicate when it shares an LSH band with an earlier document
 (corpus order) and their signatures agree on at least `threshold` of the permutations
 (the estimated Jaccard similarity of their shingles). Per band, each document is compared

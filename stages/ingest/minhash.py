@@ -6,7 +6,8 @@ i maps a 32-bit shingle hash h to (a_i * h + b_i) mod p, p = 2^32 + 15 (prime), 
 signature keeps the minimum per permutation. a_i, b_i come from a fixed seed: the same
 text has the same signature on every machine and run.
 
-The driver (lsh.near_duplicate_masks) finds documents that share a band hash with an
+The dedup (dedup_run.py: partition tasks bucket the band keys, per-file tasks verify;
+lsh.py is the single-driver reference) finds documents that share a band hash with an
 earlier one and whose estimated Jaccard similarity (fraction of equal signature entries)
 reaches the threshold: near-duplicates. First occurrence wins, as for exact dedup.
 """

@@ -11,6 +11,9 @@ other fields are kept as a JSON object in the `metadata` column.
 A file-level problem (no such column, no such split) always stops the stage: it means
 the config does not fit the data, and skipping would silently drop whole files.
 Every reader streams: JSONL and CSV line by line, Parquet and datasets in batches.
+JSONL, CSV and Parquet readers also read one piece of a large file (file_pieces.py): a
+byte range from a line (CSV: record) start, or some row groups; locations stay the whole
+file's, and every CSV piece reads the header from the start of the file.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import fsspec
 import pyarrow.parquet as pq
 
 from stages.ingest.clean import decode_line, split_documents
+from stages.ingest.file_pieces import WHOLE_FILE, FilePiece
 from stages.ingest.sources import (
     ReadOptions,
     ReadStats,
@@ -31,7 +35,7 @@ from stages.ingest.sources import (
     SourceFile,
     counting_nul,
     decoded_lines,
-    open_compressed,
+    open_lines,
 )
 
 _BATCH_ROWS = 1024  # Parquet / datasets rows per batch: bounds memory per task
@@ -41,12 +45,13 @@ _CSV_FIELD_LIMIT = 2**31 - 1
 Rows = Iterator[tuple[int, "dict[str, Any] | RecordError"]]
 
 
-def record_documents(file: SourceFile, options: ReadOptions,
-                     stats: ReadStats) -> Iterator[tuple[int, str, str | None]]:
-    """(location, clean text, metadata JSON or None) for every record of `file`."""
+def record_documents(file: SourceFile, options: ReadOptions, stats: ReadStats,
+                     piece: FilePiece = WHOLE_FILE) -> Iterator[tuple[int, str, str | None]]:
+    """(location, clean text, metadata JSON or None) for every record of `file` (or of
+    one piece of it)."""
     reader = _READERS[file.source.format]
     field = file.source.text_field
-    for location, fields in reader(file, options, stats):
+    for location, fields in reader(file, options, stats, piece):
         if isinstance(fields, dict) and isinstance(fields.get(field), bytes):
             # A binary column: decoded by the invalid_utf8 policy, as a text file's bytes
             # ('fail' stops the stage whatever on_error says).
@@ -108,10 +113,12 @@ def _require_column(columns: Iterable[str], file: SourceFile, what: str) -> None
 
 # --- the readers ------------------------------------------------------------------------
 
-def _jsonl_rows(file: SourceFile, options: ReadOptions, stats: ReadStats) -> Rows:
-    with open_compressed(file.url) as stream:
+def _jsonl_rows(file: SourceFile, options: ReadOptions, stats: ReadStats,
+                piece: FilePiece) -> Rows:
+    with open_lines(file.url, piece) as stream:
         for line_number, line in enumerate(
-                decoded_lines(stream, file, options.invalid_utf8, stats), start=1):
+                decoded_lines(stream, file, options.invalid_utf8, stats, piece.first_line),
+                start=piece.first_line):
             if line.strip():
                 yield line_number, _json_object(line, line_number, file)
 
@@ -131,22 +138,24 @@ def _json_object(line: str, line_number: int, file: SourceFile) -> dict | Record
     return record
 
 
-def _csv_rows(file: SourceFile, options: ReadOptions, stats: ReadStats) -> Rows:
+def _csv_rows(file: SourceFile, options: ReadOptions, stats: ReadStats,
+              piece: FilePiece) -> Rows:
     csv.field_size_limit(_CSV_FIELD_LIMIT)
-    with open_compressed(file.url) as stream:
-        lines = decoded_lines(stream, file, options.invalid_utf8, stats)
-        # decoded_lines strips line endings; csv needs them to keep a quoted cell's breaks.
-        # strict: a quote left open would otherwise swallow the rest of the file silently.
-        reader = csv.reader((line + "\n" for line in lines),
-                            delimiter=file.source.csv_delimiter, strict=True)
+    # A later piece starts at a record (split_csv.py) and needs the header all the same.
+    header = None if piece.index == 0 else _csv_header(file, options)
+    offset = piece.line_offset  # reader.line_num counts the piece's lines
+    with open_lines(file.url, piece) as stream:
+        lines = decoded_lines(stream, file, options.invalid_utf8, stats, piece.first_line)
+        reader = _csv_reader(lines, file)
         try:
-            header = next(reader, None)
             if header is None:
-                return  # an empty file holds no documents
-            _require_column(header, file, "column")
-            start = reader.line_num + 1
+                header = next(reader, None)
+                if header is None:
+                    return  # an empty file holds no documents
+                _require_column(header, file, "column")
+            start = offset + reader.line_num + 1
             for values in reader:
-                location, start = start, reader.line_num + 1
+                location, start = start, offset + reader.line_num + 1
                 if not values:
                     continue  # a blank line
                 if len(values) != len(header):
@@ -157,17 +166,43 @@ def _csv_rows(file: SourceFile, options: ReadOptions, stats: ReadStats) -> Rows:
                     continue
                 yield location, dict(zip(header, values, strict=True))
         except csv.Error as error:  # e.g. a quote left open at the end of the file
-            raise RecordError(
-                f"{file.name}:{reader.line_num}: not valid CSV ({error}); fix the file or "
-                f"check {file.config_key}.csv_delimiter") from None
+            raise _csv_error(file, offset + reader.line_num, error) from None
 
 
-def _parquet_rows(file: SourceFile, options: ReadOptions, stats: ReadStats) -> Rows:
+def _csv_reader(lines: Iterator[str], file: SourceFile):
+    # decoded_lines strips line endings; csv needs them to keep a quoted cell's breaks.
+    # strict: a quote left open would otherwise swallow the rest of the file silently.
+    # split_csv.py follows this reader's states to find where a piece may start.
+    return csv.reader((line + "\n" for line in lines), delimiter=file.source.csv_delimiter,
+                      strict=True)
+
+
+def _csv_header(file: SourceFile, options: ReadOptions) -> list[str]:
+    """The first record of the file, read as the first piece reads it (its counts are
+    the first piece's, hence the stats thrown away)."""
+    with open_lines(file.url) as stream:
+        reader = _csv_reader(decoded_lines(stream, file, options.invalid_utf8, ReadStats()),
+                             file)
+        try:
+            header = next(reader, [])
+        except csv.Error as error:
+            raise _csv_error(file, reader.line_num, error) from None
+    _require_column(header, file, "column")
+    return header
+
+
+def _csv_error(file: SourceFile, line: int, error: csv.Error) -> RecordError:
+    return RecordError(f"{file.name}:{line}: not valid CSV ({error}); fix the file or check "
+                       f"{file.config_key}.csv_delimiter")
+
+
+def _parquet_rows(file: SourceFile, options: ReadOptions, stats: ReadStats,
+                  piece: FilePiece) -> Rows:
     with fsspec.open(file.url, "rb") as stream:
         parquet = pq.ParquetFile(stream)
         _require_column(parquet.schema_arrow.names, file, "column")
-        row = 0
-        for batch in parquet.iter_batches(_BATCH_ROWS):
+        row = piece.line_offset
+        for batch in parquet.iter_batches(_BATCH_ROWS, row_groups=piece.row_groups):
             for fields in batch.to_pylist():
                 row += 1
                 stats.lines_read = row
@@ -175,7 +210,9 @@ def _parquet_rows(file: SourceFile, options: ReadOptions, stats: ReadStats) -> R
                 yield row, fields
 
 
-def _huggingface_rows(file: SourceFile, options: ReadOptions, stats: ReadStats) -> Rows:
+def _huggingface_rows(file: SourceFile, options: ReadOptions, stats: ReadStats,
+                      piece: FilePiece) -> Rows:
+    assert piece.whole_file, "Hugging Face datasets are never split"
     dataset = _load_huggingface(file)
     if dataset.column_names is not None:  # None for a streamed dataset of unknown features
         _require_column(dataset.column_names, file, "column")

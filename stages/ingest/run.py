@@ -21,15 +21,17 @@ Output (read by the tokenizer and dataset stages):
     file among others is counted (`empty_files`) and named in a warning. Same config and
     data -> the same bytes, with or without Ray.
 
-How: (1) one task per file cleans and filters its documents into output_dir/staging/
-and returns a digest per document (and, for near dedup, writes MinHash signatures and LSH
-band keys next to it); (2) the driver drops exact duplicates (one sort of the digests),
-then near-duplicates (lsh.py, one sort per band), first occurrence in corpus order wins;
-(3) one task per shard writes the kept rows. When the driver has started Ray, step (1) is
-a Ray Data map (ray_data_map.py: one block per file, as many at once as the cluster has
-CPUs, rows back in corpus order) and step (3) plain Ray tasks (map_tasks); without Ray
-both run in this process. The driver holds tens of bytes per document (digest, size,
-masks, and a sort of the digests), never text.
+How: (1) one task per file (per piece of a file larger than ingest.block_size_mb:
+split_plan.py; the output is the same bytes) cleans and filters its documents into
+output_dir/staging/ and writes next to them what the dedup needs (digests, sizes, and
+for near dedup MinHash signatures and LSH band keys; dedup_stage_file.py); (2) the dedup runs as a
+hash-partitioned shuffle of tasks (dedup_run.py: per partition, exact duplicates and
+near-duplicate candidates; per file, its keep mask), first occurrence in corpus order
+wins; (3) one task per shard writes the kept rows, shards planned from per-file totals.
+When the driver has started Ray, step (1) is a Ray Data map (ray_data_map.py: one block
+per file, as many at once as the cluster has CPUs, rows back in corpus order) and steps
+(2) and (3) plain Ray tasks (map_tasks); without Ray all run in this process. The driver
+holds per-file and per-partition metadata, nothing per document and never text.
 
 Why Ray Data for step (1) (decision of issue #3, measured with
 benchmarks/ingest_ray_data.py: the same clean_file per file, as map_tasks vs as
@@ -64,11 +66,15 @@ from stages.ingest.empty_input import (
     empty_files,
     empty_files_warning,
 )
-from stages.ingest.lsh import near_duplicate_masks
+from stages.ingest.dedup_keep import FileKept
+from stages.ingest.dedup_run import deduplicate
+from stages.ingest.dedup_stage_file import stage_file
 from stages.ingest.ray_data_map import map_in_order
-from stages.ingest.sharding import keep_masks, plan_shards, write_shard
+from stages.ingest.sharding import plan_kept_shards, write_shard
 from stages.ingest.sources import resolve_sources
-from stages.ingest.staging import CleanedFile, CleanJob, clean_file
+from stages.ingest.split_plan import clean_jobs
+from stages.ingest.split_results import restage_unreadable, whole_files
+from stages.ingest.staging import CleanedFile
 from stages.ray_tasks import map_tasks, ray_is_up
 
 if TYPE_CHECKING:
@@ -86,46 +92,51 @@ def run(ctx: StageContext) -> dict:
         shutil.rmtree(stale, ignore_errors=True)
         stale.mkdir(parents=True)
 
-    jobs = [CleanJob(file, str(staging_dir / f"file-{i:06d}.parquet"), config)
-            for i, file in enumerate(files)]
     clean_map = map_in_order if ray_is_up() else map_tasks  # map_tasks: in this process
-    cleaned = clean_map(clean_file, jobs, desc="ingest: clean files")
-    check_some_documents_read(files, cleaned)
-    empty = empty_files(files, cleaned)
+    jobs = clean_jobs(files, config, staging_dir, clean_map)
+    staged = clean_map(stage_file, jobs, desc="ingest: clean files")
+    # A split file with an unreadable piece is skipped whole (on_error: skip), as unsplit.
+    if redo := restage_unreadable(jobs, [s.summary for s in staged]):
+        restaged = clean_map(stage_file, list(redo.values()), desc="ingest: skip files")
+        for i, result in zip(redo, restaged, strict=True):
+            staged[i] = result
+    cleaned = [s.summary for s in staged]  # per piece; in order, pieces add up to files
+    per_file = whole_files(jobs, cleaned)
+    check_some_documents_read(files, per_file)
+    empty = empty_files(files, per_file)
     if (warning := empty_files_warning(files, empty)) is not None:
         print(f"[ingest] warning: {warning}", flush=True)
 
-    exact = keep_masks(cleaned, dedup=config.dedup != "none")
-    masks = exact
-    if config.dedup == "near":
-        masks = near_duplicate_masks(cleaned, exact, config.minhash_bands,
-                                     config.minhash_threshold)
-    check_some_documents_kept(cleaned, masks, config.min_chars)
-    shard_jobs = plan_shards(cleaned, masks, config.num_shards, str(documents_dir))
+    staging_paths = [job.staging_path for job in jobs]
+    kept = deduplicate(staged, staging_paths, config, str(staging_dir / "dedup"))
+    # One flag per file stands in for its mask: only "was anything kept" is asked.
+    check_some_documents_kept(cleaned, [np.array([k.documents_out > 0]) for k in kept],
+                              config.min_chars)
+    shard_jobs = plan_kept_shards(staging_paths, [k.documents_out for k in kept],
+                                  [k.bytes_out for k in kept], config.num_shards,
+                                  str(documents_dir))
     rows = map_tasks(write_shard, shard_jobs, desc="ingest: write shards")
     shutil.rmtree(staging_dir)
 
-    kept = sum(int(m.sum()) for m in masks)
-    assert sum(rows) == kept, f"shards hold {sum(rows)} documents, expected {kept}"
-    metrics = ingest_metrics(cleaned, exact, masks)
+    num_kept = sum(k.documents_out for k in kept)
+    assert sum(rows) == num_kept, f"shards hold {sum(rows)} documents, expected {num_kept}"
+    metrics = ingest_metrics(cleaned, kept)
     metrics.update(num_files=len(files), num_shards=len(shard_jobs), empty_files=len(empty))
     ctx.metrics_log.log({"stage": "ingest", **metrics})
     return metrics
 
 
 
-def ingest_metrics(cleaned: list[CleanedFile], exact: list[np.ndarray],
-                   masks: list[np.ndarray]) -> dict:
+def ingest_metrics(cleaned: list[CleanedFile], kept: list[FileKept]) -> dict:
     """Totals, per filter (documents and bytes removed), per source, and a histogram of
     kept document sizes (UTF-8 bytes, power-of-two bins: "<=64", "<=128", ...)."""
     totals = {"documents_in": 0, "documents_out": 0, "bytes_in": 0, "bytes_out": 0}
     per_source: dict[str, dict[str, int]] = {}
     filters: dict[str, dict[str, int]] = {}
     histogram: dict[int, int] = {}
-    for f, exact_mask, mask in zip(cleaned, exact, masks, strict=True):
-        kept_sizes = f.text_bytes[mask]
-        numbers = {"documents_in": f.documents_in, "documents_out": int(mask.sum()),
-                   "bytes_in": f.bytes_in, "bytes_out": int(kept_sizes.sum())}
+    for f, outcome in zip(cleaned, kept, strict=True):
+        numbers = {"documents_in": f.documents_in, "documents_out": outcome.documents_out,
+                   "bytes_in": f.bytes_in, "bytes_out": outcome.bytes_out}
         source = per_source.setdefault(f.source_key, dict.fromkeys(numbers, 0))
         for key, value in numbers.items():
             source[key] += value
@@ -134,13 +145,13 @@ def ingest_metrics(cleaned: list[CleanedFile], exact: list[np.ndarray],
             entry = filters.setdefault(name, {"documents": 0, "bytes": 0})
             entry["documents"] += documents
             entry["bytes"] += num_bytes
-        for name, removed in (("exact_duplicate", ~exact_mask), ("near_duplicate", exact_mask & ~mask)):
+        for name, (documents, num_bytes) in (("exact_duplicate", outcome.exact_duplicate),
+                                             ("near_duplicate", outcome.near_duplicate)):
             entry = filters.setdefault(name, {"documents": 0, "bytes": 0})
-            entry["documents"] += int(removed.sum())
-            entry["bytes"] += int(f.text_bytes[removed].sum())
-        bins = np.maximum(6, np.ceil(np.log2(np.maximum(kept_sizes, 1))).astype(int))
-        for power, count in zip(*np.unique(bins, return_counts=True), strict=True):
-            histogram[int(power)] = histogram.get(int(power), 0) + int(count)
+            entry["documents"] += documents
+            entry["bytes"] += num_bytes
+        for power, count in outcome.histogram.items():
+            histogram[power] = histogram.get(power, 0) + count
     duplicates = filters["exact_duplicate"]["documents"] + filters["near_duplicate"]["documents"]
     return {
         **totals,

@@ -4,7 +4,9 @@ Files are opened through fsspec, so a source can be a local path, a glob, or a U
 (s3://, gs://, https://) where the matching fsspec backend is installed; compressed
 files (.gz, .bz2, .zst) are decompressed on the fly. Every file is read line by line:
 memory stays flat whatever the file size. The record formats (JSONL, CSV, Parquet,
-Hugging Face datasets) are read by records.py on top of what is here.
+Hugging Face datasets) are read by records.py on top of what is here. A file larger than
+ingest.block_size_mb may be read in pieces (file_pieces.py), each from its own byte
+range; lines keep the numbers they have in the whole file.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import fsspec
 
 from stages.ingest.clean import decode_line, split_documents
 from stages.ingest.config import SourceConfig
+from stages.ingest.file_pieces import WHOLE_FILE, FilePiece, GutenbergCut
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -37,6 +40,7 @@ class SourceFile:
     config_key: str  # "ingest.sources[0]", for error messages
     source: SourceConfig
     hf_hub: bool = False  # format huggingface: a Hub name, not a save_to_disk directory
+    size: int | None = None  # bytes, as listed (split_plan.py: no second request per file)
 
 
 @dataclass
@@ -55,9 +59,9 @@ class RecordError(ValueError):
 
 # "*** START OF THE PROJECT GUTENBERG EBOOK THE DUNWICH HORROR ***" (also THIS, and older
 # "***START OF THE PROJECT GUTENBERG EBOOK"); the END line opens the licence footer.
-_GUTENBERG_START = re.compile(r"^\s*\*\*\*\s*START OF TH(?:E|IS) PROJECT GUTENBERG EBOOK", re.I)
-_GUTENBERG_END = re.compile(r"^\s*\*\*\*\s*END OF TH(?:E|IS) PROJECT GUTENBERG EBOOK", re.I)
-_GUTENBERG_HEADER_MAX_LINES = 2000  # the START line comes within the first few hundred
+GUTENBERG_START = re.compile(r"^\s*\*\*\*\s*START OF TH(?:E|IS) PROJECT GUTENBERG EBOOK", re.I)
+GUTENBERG_END = re.compile(r"^\s*\*\*\*\s*END OF TH(?:E|IS) PROJECT GUTENBERG EBOOK", re.I)
+GUTENBERG_HEADER_MAX_LINES = 2000  # the START line comes within the first few hundred
 
 
 def resolve_sources(sources: list[SourceConfig], data_dir: Path) -> list[SourceFile]:
@@ -82,13 +86,13 @@ def resolve_sources(sources: list[SourceConfig], data_dir: Path) -> list[SourceF
                 f"{f', relative to data_dir {data_dir}' if relative else ''}); check the path "
                 f"and glob, or point the experiment's data_dir (DATA_DIR) at the folder "
                 f"that holds it")
-        for match in matches:
+        for match, size in matches:
             url = match if _is_local(fs) else fs.unstrip_protocol(match)
             if url in seen:
                 continue
             seen.add(url)
             name = Path(os.path.relpath(match, data_dir)).as_posix() if relative else url
-            files.append(SourceFile(url, name, config_key, source))
+            files.append(SourceFile(url, name, config_key, source, size=size))
     return files
 
 
@@ -118,17 +122,42 @@ class ReadOptions:
     strip_gutenberg: bool = False
 
 
-def text_documents(file: SourceFile, options: ReadOptions,
-                   stats: ReadStats) -> Iterator[tuple[int, str]]:
+def text_documents(file: SourceFile, options: ReadOptions, stats: ReadStats,
+                   piece: FilePiece = WHOLE_FILE) -> Iterator[tuple[int, str]]:
     """(1-based line where the document starts, clean text) for every document of a text
-    file, split as its source says."""
-    with open_compressed(file.url) as stream:
-        lines = decoded_lines(stream, file, options.invalid_utf8, stats)
+    file (or of one piece of it), split as its source says."""
+    with open_lines(file.url, piece) as stream:
+        lines = decoded_lines(stream, file, options.invalid_utf8, stats, piece.first_line)
         if options.strip_gutenberg:
-            lines = _strip_gutenberg(lines, stats)
+            lines = (_strip_gutenberg(lines, stats) if piece.gutenberg is None
+                     else _cut_gutenberg(lines, piece.gutenberg, piece.first_line, stats))
         lines = counting_nul(lines, stats)
-        yield from split_documents(lines, file.source.split, options.normalization,
-                                   options.unwrap_lines)
+        for line, text in split_documents(lines, file.source.split, options.normalization,
+                                          options.unwrap_lines):
+            yield piece.line_offset + line, text
+
+
+@contextlib.contextmanager
+def open_lines(url: str, piece: FilePiece = WHOLE_FILE) -> Iterator[Iterator[bytes]]:
+    """The raw lines of a file (open_compressed), or of one piece of it: a piece is never
+    compressed (a compressed stream cannot start at a byte offset), and its byte range
+    starts at a line start and ends at one (or at the end of the file)."""
+    if piece.whole_file:
+        with open_compressed(url) as stream:
+            yield stream
+        return
+    with fsspec.open(url, "rb") as stream:
+        yield _lines_between(stream, piece.start, piece.end)
+
+
+def _lines_between(stream, start: int, end: int | None) -> Iterator[bytes]:
+    stream.seek(start)
+    position = start
+    for line in stream:
+        if end is not None and position >= end:
+            return
+        position += len(line)
+        yield line
 
 
 @contextlib.contextmanager
@@ -153,33 +182,52 @@ def counting_nul(texts: Iterator[str], stats: ReadStats) -> Iterator[str]:
 
 
 def _strip_gutenberg(lines: Iterator[str], stats: ReadStats) -> Iterator[str]:
-    """Blank out the lines up to and including the START marker and from the END marker
-    on (blank, not dropped, so line numbers stay true). Only the first
-    _GUTENBERG_HEADER_MAX_LINES lines are held back while looking for START."""
+    """Blank out the lines up to and including the START marker (blank, not dropped, so
+    line numbers stay true) and drop the END marker and every line after it. Only the first
+    GUTENBERG_HEADER_MAX_LINES lines are held back while looking for START; without a
+    START among them, END still counts after them (not in a shorter file). The pieces of
+    a split file follow the same rules through gutenberg_cut (split_plan.py)."""
     held: list[str] = []
     for line in lines:
         held.append(line)
-        if _GUTENBERG_START.match(line):
+        if GUTENBERG_START.match(line):
             stats.gutenberg_lines_stripped += len(held)
             yield from [""] * len(held)
             break
-        if len(held) >= _GUTENBERG_HEADER_MAX_LINES:
+        if len(held) >= GUTENBERG_HEADER_MAX_LINES:
             yield from held
             break
     else:
         yield from held  # a short file without a START line: kept whole
         return
     for line in lines:
-        if _GUTENBERG_END.match(line):
+        if GUTENBERG_END.match(line):
             stats.gutenberg_lines_stripped += 1 + sum(1 for _ in lines)
             return
         yield line
 
 
-def decoded_lines(stream, file: SourceFile, invalid_utf8: str,
-                  stats: ReadStats) -> Iterator[str]:
-    """The file's lines, decoded by the invalid_utf8 policy, without line endings."""
-    for line_number, raw in enumerate(stream, start=1):
+def _cut_gutenberg(lines: Iterator[str], cut: GutenbergCut, first_line: int,
+                   stats: ReadStats) -> Iterator[str]:
+    """_strip_gutenberg for one piece of a file whose markers were found beforehand: the
+    header lines blanked, the footer lines read (their bytes count, as unsplit) but
+    dropped."""
+    footer = cut.footer_first_line
+    for line_number, line in enumerate(lines, start=first_line):
+        if footer is not None and line_number >= footer:
+            stats.gutenberg_lines_stripped += 1
+        elif line_number <= cut.header_last_line:
+            stats.gutenberg_lines_stripped += 1
+            yield ""
+        else:
+            yield line
+
+
+def decoded_lines(stream, file: SourceFile, invalid_utf8: str, stats: ReadStats,
+                  first_line: int = 1) -> Iterator[str]:
+    """The file's lines, decoded by the invalid_utf8 policy, without line endings;
+    `first_line`: the number of the stream's first line in the file (a piece's)."""
+    for line_number, raw in enumerate(stream, start=first_line):
         stats.bytes_in += len(raw)
         stats.lines_read = line_number
         text, replaced = decode_line(raw, keep_invalid=invalid_utf8 == "skip")
@@ -198,16 +246,22 @@ def _absolute(path: str, data_dir: Path) -> tuple[str, bool]:
     return str(data_dir / path), True
 
 
-def _list_files(fs, pattern: str) -> list[str]:
+def _list_files(fs, pattern: str) -> list[tuple[str, int | None]]:
+    """(path, size in bytes) of every file the pattern names, sorted by path."""
     if _GLOB_CHARS & set(pattern):
         found = fs.glob(pattern, detail=True)
-        return sorted(path for path, info in found.items() if info["type"] == "file")
-    if fs.isdir(pattern):
+    elif fs.isdir(pattern):
         # Skip hidden files and folders (.git, .DS_Store) under a directory source.
-        return sorted(path for path in fs.find(pattern)
-                      if not any(part.startswith(".")
-                                 for part in posixpath.relpath(path, pattern).split("/")))
-    return [pattern] if fs.isfile(pattern) else []
+        found = {path: info for path, info in fs.find(pattern, detail=True).items()
+                 if not any(part.startswith(".")
+                            for part in posixpath.relpath(path, pattern).split("/"))}
+    else:
+        try:
+            found = {pattern: fs.info(pattern)}
+        except Exception:  # noqa: BLE001 - as fs.isfile: no such file, or not reachable
+            return []
+    return sorted((path, info.get("size")) for path, info in found.items()
+                  if info["type"] == "file")
 
 
 def _is_local(fs) -> bool:

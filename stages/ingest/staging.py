@@ -1,6 +1,7 @@
-"""Step 1 of ingest, one task per source file: read, clean and filter its documents into a
-staging Parquet file, and return what the driver needs to deduplicate across the corpus
-(a 16-byte digest and the UTF-8 size of each document) without holding any text."""
+"""Step 1 of ingest, one task per source file (or per piece of a large one, file_pieces.py):
+read, clean and filter its documents into a staging Parquet file, and return what the
+driver needs to deduplicate across the corpus (a 16-byte digest and the UTF-8 size of each
+document) without holding any text."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stages.ingest.config import IngestConfig
+from stages.ingest.file_pieces import WHOLE_FILE, FilePiece
 from stages.ingest.filters import build_filters
 from stages.ingest.minhash import band_keys, permutations, signature
 from stages.ingest.records import record_documents
@@ -37,6 +39,10 @@ class CleanJob:
     file: SourceFile
     staging_path: str
     config: IngestConfig
+    piece: FilePiece = WHOLE_FILE
+    # Set when another piece of this file was unreadable under on_error 'skip': the whole
+    # file is skipped, as unsplit, and this piece is staged empty counting these bytes.
+    unreadable_file_bytes: int | None = None
 
     @property
     def signatures_path(self) -> str | None:
@@ -87,7 +93,10 @@ def clean_file(job: CleanJob) -> CleanedFile:
     with file:line; any other read error (truncated .gz, unreadable file) raises naming
     the file and the last line read, or with on_error 'skip' stages the file as empty."""
     config = job.config
-    stats = ReadStats()
+    stats = ReadStats(lines_read=job.piece.line_offset)
+    if job.unreadable_file_bytes is not None:
+        return unreadable_file(job, job.unreadable_file_bytes, skipped_files=int(
+            job.piece.index == 0))
     try:
         return _clean_file(job, stats)
     except RecordError:
@@ -98,13 +107,19 @@ def clean_file(job: CleanJob) -> CleanedFile:
                 f"{job.file.name}: cannot be read after line {stats.lines_read} "
                 f"({type(error).__name__}: {error}); fix or remove the file, or set "
                 f"ingest.on_error: skip to leave it out") from error
-        with pq.ParquetWriter(job.staging_path, DOCUMENT_SCHEMA, compression="none"):
-            pass  # nothing from a half-read file is kept
-        if job.signatures_path:
-            save_minhash(job, np.zeros((0, config.minhash_permutations), np.uint32))
-        return CleanedFile(job.staging_path, job.file.config_key, 0, stats.bytes_in, 0, {}, 0,
-                           1, 0, b"", np.zeros(0, dtype=np.int64), job.signatures_path,
-                           job.bands_path)
+        return unreadable_file(job, stats.bytes_in, skipped_files=1)
+
+
+def unreadable_file(job: CleanJob, bytes_in: int, skipped_files: int) -> CleanedFile:
+    """Stage a file that could not be read (on_error 'skip') as empty: nothing from a
+    half-read file is kept."""
+    with pq.ParquetWriter(job.staging_path, DOCUMENT_SCHEMA, compression="none"):
+        pass
+    if job.signatures_path:
+        save_minhash(job, np.zeros((0, job.config.minhash_permutations), np.uint32))
+    return CleanedFile(job.staging_path, job.file.config_key, 0, bytes_in, 0, {}, 0,
+                       skipped_files, 0, b"", np.zeros(0, dtype=np.int64),
+                       job.signatures_path, job.bands_path)
 
 
 def _clean_file(job: CleanJob, stats: ReadStats) -> CleanedFile:
@@ -118,7 +133,8 @@ def _clean_file(job: CleanJob, stats: ReadStats) -> CleanedFile:
     minhash = permutations(config.minhash_permutations) if job.signatures_path else None
     documents_in = 0
     with pq.ParquetWriter(job.staging_path, DOCUMENT_SCHEMA, compression="none") as writer:
-        for source_line, text, metadata in read_documents(job.file, options, stats):
+        for source_line, text, metadata in read_documents(job.file, options, stats,
+                                                          job.piece):
             documents_in += 1
             reason = next((f.name for f in filters if f.rejects(text)), None)
             if reason is not None:
@@ -157,14 +173,15 @@ def save_minhash(job: CleanJob, signatures: np.ndarray) -> None:
         band_keys(signatures, job.config.minhash_bands).T))
 
 
-def read_documents(file: SourceFile, options: ReadOptions,
-                   stats: ReadStats) -> Iterator[tuple[int, str, str | None]]:
-    """(location, clean text, metadata JSON or None) for every document of `file`."""
+def read_documents(file: SourceFile, options: ReadOptions, stats: ReadStats,
+                   piece: FilePiece = WHOLE_FILE) -> Iterator[tuple[int, str, str | None]]:
+    """(location, clean text, metadata JSON or None) for every document of `file` (or of
+    one piece of it)."""
     if file.source.format == "text":
-        for location, text in text_documents(file, options, stats):
+        for location, text in text_documents(file, options, stats, piece):
             yield location, text, None
     else:
-        yield from record_documents(file, options, stats)
+        yield from record_documents(file, options, stats, piece)
 
 
 def _flush(writer: pq.ParquetWriter, columns: dict[str, list]) -> None:

@@ -1,0 +1,58 @@
+"""The distributed dedup of ingest (steps 2 and 3 of run.py), as a hash-partitioned shuffle
+of tasks, datatrove's MinHash stages in shape:
+
+1. the per-file clean tasks write digests and band keys sorted by route
+   (dedup_stage_file.py);
+2. one task per partition finds exact duplicates and near-duplicate candidate pairs in
+   its hash range (dedup_partitions.py);
+3. one task per file builds its keep mask, verifying the candidates against the MinHash
+   signatures, and returns its totals (dedup_keep.py); the shard writers read the masks
+   (sharding.plan_kept_shards).
+
+The driver holds per-file and per-partition metadata only, never anything per document:
+its memory grows with the number of files and partitions, not of documents (and the
+partition count only by one per ENTRIES_PER_PARTITION band entries). Tasks run on Ray when
+it is up (map_tasks), in this process otherwise. The documents kept are those of the
+single-driver path (sharding.keep_masks + lsh.near_duplicate_masks), first occurrence
+in corpus order; tests/unit/test_dedup_distributed.py checks both agree.
+"""
+
+from __future__ import annotations
+
+from stages.ingest.config import IngestConfig
+from stages.ingest.dedup_keep import FileKept, KeepJob, build_keep_mask
+from stages.ingest.dedup_partitions import (
+    PartitionJob,
+    find_duplicates,
+    partition_count,
+    write_file_list,
+)
+from stages.ingest.dedup_stage_file import StagedFile
+from stages.ray_tasks import map_tasks, ray_is_up
+
+
+def deduplicate(staged: list[StagedFile], staging_paths: list[str], config: IngestConfig,
+                dedup_dir: str, num_partitions: int | None = None) -> list[FileKept]:
+    """Write every staged file's keep mask; per file, its totals. `num_partitions`: by
+    default from the document count and the cluster's CPUs (partition_count)."""
+    write_file_list(dedup_dir, staging_paths)
+    if num_partitions is None:
+        num_partitions = partition_count(
+            sum(s.num_documents for s in staged),
+            config.minhash_bands if config.dedup == "near" else None, _cluster_cpus())
+    if config.dedup != "none":
+        jobs = [PartitionJob(p, num_partitions, dedup_dir, config.dedup == "near")
+                for p in range(num_partitions)]
+        map_tasks(find_duplicates, jobs, desc="ingest: dedup partitions")
+    keep_jobs = [KeepJob(i, config.dedup, config.minhash_threshold, num_partitions, dedup_dir)
+                 for i in range(len(staged))]
+    return map_tasks(build_keep_mask, keep_jobs, desc="ingest: keep masks")
+
+
+def _cluster_cpus() -> int:
+    if not ray_is_up():
+        return 1
+    import ray
+
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
