@@ -3,9 +3,13 @@ same documents and write the same shards as the single-driver path in this proce
 
 from __future__ import annotations
 
+import pytest
+
 from stages.ingest.config import IngestConfig
 from stages.ray_tasks import run_in_process
 from tests.dedup_reference import distributed, single_driver
+
+pytestmark = pytest.mark.ray
 
 
 def test_dedup_tasks_on_ray_match_the_single_driver_path(ray_session, tmp_path):

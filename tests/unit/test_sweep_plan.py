@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -237,7 +236,6 @@ def test_run_sweep_of_finished_points_skips_them_all_without_ray_or_children(eng
     assert [(p["name"], p["state"], p["workdir"], p["overrides"]) for p in index["points"]] == [
         ("lr-0.001", "done", "lr-0.001", {"pretrain.lr": 0.001}),
         ("lr-0.003", "done", "lr-0.003", {"pretrain.lr": 0.003})]
-    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
     assert "lr-0.003" in (sweep.root / "sweep.md").read_text()  # the summary is still written
 
 
