@@ -141,7 +141,7 @@ def run_sweep(sweep: Sweep, *, selection: Selection = Selection(), max_concurren
     failed: list[str] = []
     if pending:
         with SweepRay(sweep.points[0].config.ray, echo) as ray_address:
-            limit = max_concurrent or sweep.max_concurrent or default_concurrency(pending, ray_address)
+            limit = max_concurrent or sweep.max_concurrent or default_concurrency(pending)
             runner = PointRunner(sweep, index, python, ray_address, echo, _selection_args(selection))
             shared = _shared_to_run(pending, uses)
             if shared:
@@ -168,7 +168,7 @@ def run_sweep(sweep: Sweep, *, selection: Selection = Selection(), max_concurren
     return 0
 
 
-def default_concurrency(points: list[SweepPoint], ray_address: str | None) -> int:
+def default_concurrency(points: list[SweepPoint]) -> int:
     """As many points as the cluster's CPUs hold, at pretrain.num_workers CPUs each."""
     import ray
 
@@ -297,10 +297,8 @@ def _overrides_text(point: SweepPoint) -> str:
 
 
 def _write_reports(sweep: Sweep, echo) -> None:
-    try:
-        from pipeline.runs_report import write_runs_report
-    except ImportError:
-        return
+    from pipeline.runs_report import write_runs_report  # the report code, loaded only at the end
+
     try:
         html, markdown = write_runs_report(sweep.root)
         echo(f"wrote {html} and {markdown}")
