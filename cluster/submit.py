@@ -36,7 +36,8 @@ UPLOAD_EXCLUDES = [".venv", "runs", "reports", ".git", ".pytest_cache", "**/__py
 # Passed from the caller's environment when set there (values never printed).
 PASSED_ENV_VARS = ("WANDB_API_KEY", "WANDB_ENTITY", "WANDB_PROJECT", "WANDB_MODE", "WANDB_BASE_URL",
                    "HF_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                   "AWS_DEFAULT_REGION", "GOOGLE_APPLICATION_CREDENTIALS", "DATA_DIR")
+                   "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
+                   "GOOGLE_APPLICATION_CREDENTIALS", "DATA_DIR")
 
 
 @dataclass

@@ -99,12 +99,12 @@ def main(argv: list[str] | None = None, extra_commands: Sequence[CommandGroup] =
             return exit_code
     try:
         if args.command == "status":
-            print(render(Path(args.run_dir)))
+            print(render(_run_location(args.run_dir)))
             return 0
         if args.command == "verify":
             from pipeline.verify import verify_run
 
-            return verify_run(Path(args.run_dir), args.stage)
+            return verify_run(_run_location(args.run_dir), args.stage)
         if args.command == "sweep":
             return _sweep(args)
         cfg = load_config(args.config, args.override)
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None, extra_commands: Sequence[CommandGroup] =
                               force=tuple(args.force))
         if args.command == "plan":
             decisions = plan(cfg, selection)
-            print(f"experiment {cfg.name}: workdir {cfg.resolved_workdir}")
+            print(f"experiment {cfg.name}: workdir {cfg.workdir_url or cfg.resolved_workdir}")
             print(format_table(["stage", "decision", "fingerprint", "why"],
                                [[d.stage, d.action, d.fingerprint, d.reason] for d in decisions]))
             return 0
@@ -128,6 +128,11 @@ def main(argv: list[str] | None = None, extra_commands: Sequence[CommandGroup] =
             print(f"hint: to run one experiment per value, sweep them: pretrain sweep {args.config} "
                   + " ".join(f"-o {o}" for o in axes), file=sys.stderr)
         return 2
+
+
+def _run_location(run_dir: str) -> Path | str:
+    """A run folder as a Path; an object-store URL as it is (a Path would fold its //)."""
+    return run_dir if "://" in run_dir else Path(run_dir)
 
 
 def _is_list_value(override: str) -> bool:
@@ -193,7 +198,7 @@ def _run(cfg, selection: Selection, config_path: str, *, verify: bool = False,
         print("interrupted: finished stages and committed checkpoints are kept; "
               "run the same command to resume", file=sys.stderr)
         return 130
-    print(f"done: `pretrain status {cfg.resolved_workdir}` for the table")
+    print(f"done: `pretrain status {cfg.workdir_url or cfg.resolved_workdir}` for the table")
     return 0
 
 

@@ -62,11 +62,13 @@ class ExperimentConfig(Section):
 
     name: str = Field(description="experiment name; used for the default workdir and in reports")
     workdir: str | None = Field(None, description="the run's folder: its index (pipeline.json), resolved "
-                                "config and, unless `store` says otherwise, its stage outputs (default runs/<name>)")
+                                "config and, unless `store` says otherwise, its stage outputs (default runs/<name>); "
+                                "a path, or an object-store URL such as s3://bucket/prefix (credentials and "
+                                "AWS_ENDPOINT_URL from the environment or ~/.aws)")
     store: str | None = Field(
         None, description="where stage outputs live, as <store>/<stage>/<fingerprint>/ (default: the workdir); "
         "runs that name one store share every stage whose fingerprint they have in common, as a "
-        "sweep's points do (<sweep root>/store)")
+        "sweep's points do (<sweep root>/store); a path or an object-store URL (s3://bucket/prefix)")
     data_dir: str = Field("${DATA_DIR:-../shared/data}",
                           description="root for relative data paths (GLUE, corpus)")
     seed: int = Field(0, description="seed for every stage that samples, shuffles or initialises")
@@ -92,22 +94,51 @@ class ExperimentConfig(Section):
 
     @field_validator("workdir", "store")
     @classmethod
-    def _workdir_is_a_filesystem_path(cls, value: str | None) -> str | None:
-        # Taken as a path, "s3://bucket/x" would quietly become the local folder ./s3:/bucket/x.
+    def _workdir_is_a_path_or_a_url(cls, value: str | None) -> str | None:
+        # "s3://bucket/x" taken as a path would quietly become the local folder ./s3:/bucket/x.
         if value is not None and "://" in value:
-            raise ValueError(
-                "object-store workdirs (s3://, gs://, ...) are not supported yet: stage outputs "
-                "are written with local file operations. Use a filesystem path; on a cluster, one "
-                "that every node mounts (NFS, EFS, a mounted bucket), e.g. /mnt/shared/runs/NAME")
+            scheme, _, rest = value.partition("://")
+            if not scheme.isidentifier() or not rest.strip("/"):
+                raise ValueError(f"'{value}' is neither a path nor an object-store URL such as "
+                                 f"s3://bucket/prefix")
+            return value.rstrip("/")
         return value
 
     @property
+    def workdir_url(self) -> str | None:
+        """The workdir's object-store URL (s3://bucket/prefix), or None for a path."""
+        return self.workdir if self.workdir and "://" in self.workdir else None
+
+    @property
+    def store_url(self) -> str | None:
+        """The stage store's object-store URL, or None when it is a path."""
+        if self.store:
+            return self.store if "://" in self.store else None
+        return self.workdir_url
+
+    @property
     def resolved_workdir(self) -> Path:
+        """The workdir as a local folder; for an object-store workdir, this machine's
+        staging mirror of it (pipeline.object_store.mirror_dir)."""
+        if self.workdir_url:
+            from pipeline.mirror import mirror_dir
+
+            return mirror_dir(self.workdir_url)
         return Path(self.workdir or Path("runs") / self.name).resolve()
 
     @property
     def resolved_store(self) -> Path:
+        """The stage store as a local folder (the mirror, for an object store)."""
+        if self.store_url:
+            from pipeline.mirror import mirror_dir
+
+            return mirror_dir(self.store_url)
         return Path(self.store).resolve() if self.store else self.resolved_workdir
+
+    @property
+    def store_location(self) -> str | Path:
+        """What `open_store` takes: the store's URL, or its path."""
+        return self.store_url or self.resolved_store
 
     @property
     def resolved_data_dir(self) -> Path:

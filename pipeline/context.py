@@ -26,6 +26,8 @@ class StageContext:
     fingerprint: this stage's fingerprint (used e.g. as the Ray Train run name)
     input_digests: name -> content digest of every file the stage reads besides its input
                  stages (its StageSpec.input_files), as they joined the fingerprint
+    output_url:  the object-store URL output_dir is uploaded to, None for a local store;
+                 Ray Train checkpoints go there directly (they must outlive this machine)
     """
 
     name: str
@@ -36,6 +38,7 @@ class StageContext:
     input_manifests: dict[str, dict] = field(default_factory=dict)
     fingerprint: str = ""
     input_digests: dict[str, str] = field(default_factory=dict)
+    output_url: str | None = None
 
     @property
     def metrics_log(self) -> MetricsLog:

@@ -33,7 +33,7 @@ ROOT_PAGES = ("/", "/index.html", "/sweep.md", "/runs.json")
 class Dashboard:
     def __init__(self, run_dirs: list[str | Path], *, live_refresh_s: int = LIVE_REFRESH_S,
                  poll_seconds: float = POLL_S):
-        self.run_dirs = [Path(d) for d in run_dirs]
+        self.run_dirs = [d if "://" in str(d) else Path(d) for d in run_dirs]
         # One folder that is not a run itself: every run under it, in one table.
         self.root = self.run_dirs[0] if is_runs_root(self.run_dirs) else None
         self.live_refresh_s = live_refresh_s

@@ -14,7 +14,8 @@ from typing import Literal
 from pipeline.config import ConfigError, ExperimentConfig
 from pipeline.fingerprint import compute_all
 from pipeline.graph import BY_NAME, STAGE_NAMES, STAGES, downstream_of
-from pipeline.stage_lock import describe_holder, peek_holder
+from pipeline.stage_lock import describe_holder
+from pipeline.remote_store import open_store
 from pipeline.store import ArtifactStore, Damage, describe_damage
 
 Action = Literal["cached", "run", "missing"]
@@ -67,7 +68,7 @@ def plan(cfg: ExperimentConfig, selection: Selection = Selection(), *, deep: boo
     """One decision per stage. `deep` compares every output file's sha256 with its
     manifest (`run --verify`); otherwise sizes only."""
     selection.validate()
-    store = ArtifactStore(cfg.resolved_store)
+    store = open_store(cfg.store_location, cfg.resolved_store)
     fingerprints = fingerprints or compute_all(cfg)
     selected, forced = selection.selected(), selection.forced()
     decisions: list[Decision] = []
@@ -107,13 +108,13 @@ def _check_inputs_available(decisions: list[Decision]) -> None:
 
 
 def _why_not_cached(store: ArtifactStore, stage: str, fp: str, identity: dict) -> str:
-    holder = peek_holder(store.lock_path(stage, fp))
+    holder = store.lock_holder(stage, fp)
     if holder is not None:
         return f"being written now by {describe_holder(holder)}; a run now would be refused (or --wait-lock)"
     failure = store.failure(stage, fp)
     if failure:
         return f"failed last time ({failure.get('error', 'unknown error')}); will retry"
-    if store.stage_dir(stage, fp).exists():
+    if store.started(stage, fp):
         how = "resumes from its partial output" if BY_NAME[stage].resumes else "starts over"
         return f"an earlier attempt was interrupted; {how}"
     previous = store.previous_manifests(stage)

@@ -11,12 +11,26 @@ import yaml
 from pipeline.config import ConfigError
 from pipeline.graph import STAGE_NAMES
 from pipeline.runner import load_run_index, run_store
+from pipeline.remote_store import open_store
 from pipeline.store import ArtifactStore
 from stages.report.sources import RunSource, StageRecord
 
 
+SMALL_FILE_BYTES = 16 << 20  # what a report reads of an object-store run: metrics, plots, HTML
+
+
 def load_run_source(run_dir: str | Path) -> RunSource:
-    """Raises ConfigError (exit 2 in the CLI) when `run_dir` is not a run directory."""
+    """Raises ConfigError (exit 2 in the CLI) when `run_dir` is not a run directory.
+    An object-store run (s3://...) is read through this machine's mirror of it: its
+    index, config and each finished stage's small files are downloaded first."""
+    if "://" in str(run_dir):
+        index = load_run_index(str(run_dir))
+        store = run_store(str(run_dir), index)
+        mirror = open_store(str(run_dir)).workdir
+        stages = [_stage_record(store, name, index.get("stages", {}).get(name, "")) for name in STAGE_NAMES]
+        return RunSource(name=index.get("name") or str(run_dir).rstrip("/").rsplit("/", 1)[-1],
+                         config=_resolved_config(mirror), stages=stages,
+                         run_started=index.get("updated"), run_dir=mirror)
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir} does not exist; pass a run directory such as runs/<name> "
@@ -33,6 +47,8 @@ def _stage_record(store: ArtifactStore, name: str, fingerprint: str) -> StageRec
         return StageRecord(stage=name, state="not run")
     directory = store.stage_dir(name, fingerprint)
     manifest = store.manifest(name, fingerprint)
+    if manifest and store.url:
+        directory = store.fetch(name, fingerprint, max_file_bytes=SMALL_FILE_BYTES)
     if manifest:
         return StageRecord(name, "done", fingerprint, manifest, directory)
     failure = store.failure(name, fingerprint)

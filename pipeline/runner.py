@@ -24,8 +24,9 @@ from pipeline.fingerprint import compute_all
 from pipeline.graph import BY_NAME
 from pipeline.planner import Decision, Selection, plan
 from pipeline.ray_session import RaySession
-from pipeline.stage_lock import StageLock
+from pipeline.remote_store import open_store
 from pipeline.store import RUN_INDEX, ArtifactStore, inventory, write_json_atomic
+from stages.ray_tasks import on_driver_node
 from pipeline.wandb_stage_log import log_stage
 
 LIBRARIES = ("torch", "ray", "deepspeed", "pyarrow", "tokenizers", "datasets", "wandb", "pydantic")
@@ -66,18 +67,20 @@ def run_pipeline(cfg: ExperimentConfig, selection: Selection = Selection(), *,
     decisions = plan(cfg, selection, deep=verify, fingerprints=fingerprints)
     to_run = [d for d in decisions if d.action == "run"]
     _check_data_dir(cfg, to_run)
-    store = ArtifactStore(cfg.resolved_store)
+    store = open_store(cfg.store_location, cfg.resolved_store)
     result = RunResult(decisions)
     _write_run_index(cfg, fingerprints, config_path, sweep)
-    with RaySession(cfg.ray) as ray_session:
+    # With an object store, a stage's files are staged on this machine (the mirror) and
+    # uploaded at its commit: its Ray tasks and workers must write here too.
+    with RaySession(cfg.ray) as ray_session, on_driver_node(store.url is not None):
         for decision in decisions:
             if decision.action != "run":
                 echo(f"[{decision.stage}] {decision.action} ({decision.fingerprint})")
                 continue
             spec = BY_NAME[decision.stage]
-            what = f"stage '{spec.name}' ({decision.fingerprint}) in {cfg.resolved_store}"
-            with StageLock(store.lock_path(spec.name, decision.fingerprint), what=what,
-                           wait=wait_lock, echo=echo):
+            what = f"stage '{spec.name}' ({decision.fingerprint}) in {store}"
+            with store.lock(spec.name, decision.fingerprint, what=what, wait=wait_lock,
+                            echo=echo) as lock:
                 if not decision.forced and _finished_meanwhile(store, decision):
                     echo(f"[{decision.stage}] cached ({decision.fingerprint}): finished by the run "
                          f"we waited for")
@@ -90,7 +93,7 @@ def run_pipeline(cfg: ExperimentConfig, selection: Selection = Selection(), *,
                 if spec.needs_ray and use_ray:
                     ray_session.ensure_started(echo)
                 echo(f"[{decision.stage}] running ({decision.fingerprint}): {decision.reason}")
-                manifest = _run_stage(cfg, store, decision, fingerprints, load_stage(spec))
+                manifest = _run_stage(cfg, store, decision, fingerprints, load_stage(spec), lock)
             result.ran.append(decision.stage)
             echo(f"[{decision.stage}] done in {manifest['wall_seconds']:.1f}s "
                  f"{_summary(manifest['metrics'])}")
@@ -107,15 +110,16 @@ def _finished_meanwhile(store: ArtifactStore, decision: Decision) -> bool:
 
 
 def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
-               fingerprints: dict, stage_function) -> dict:
+               fingerprints: dict, stage_function, lock=None) -> dict:
     spec = BY_NAME[decision.stage]
     fp, identity = fingerprints[spec.name]
     # A forced stage must not "resume" from its own finished checkpoints.
     output_dir = store.prepare(spec.name, fp, keep_partial=spec.resumes and not decision.forced)
-    inputs = {name: store.stage_dir(name, fingerprints[name][0]) for name in spec.inputs}
+    # On an object store, the inputs' finished files are downloaded into the mirror first.
+    inputs = {name: store.fetch(name, fingerprints[name][0]) for name in spec.inputs}
     ctx = StageContext(
         name=spec.name, config=getattr(cfg, spec.name), experiment=cfg, output_dir=output_dir,
-        inputs=inputs,
+        inputs=inputs, output_url=store.stage_url(spec.name, fp),
         input_manifests={name: store.manifest(name, fingerprints[name][0]) for name in spec.inputs},
         fingerprint=fp, input_digests=dict(identity.get("data", {})),
     )
@@ -139,6 +143,8 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
         "libraries": _library_versions(), "argv": sys.argv,
         "files": inventory(output_dir, spec.scratch_dirs), "metrics": metrics,
     }
+    if lock is not None:
+        lock.check_held()  # an object-store lease taken over meanwhile: never commit
     store.write_manifest(spec.name, fp, manifest)
     log_stage(cfg, manifest, output_dir)  # one wandb run per stage; only ever warns
     return manifest
@@ -159,7 +165,10 @@ def _write_run_index(cfg: ExperimentConfig, fingerprints: dict, config_path: str
     workdir.mkdir(parents=True, exist_ok=True)
     index = {"name": cfg.name, "config_file": config_path, "updated": time.time(),
              "stages": {name: fp for name, (fp, _) in fingerprints.items()}}
-    if cfg.resolved_store != workdir:
+    if cfg.store_url:
+        if cfg.store_url != cfg.workdir_url:
+            index["store_url"] = cfg.store_url
+    elif cfg.resolved_store != workdir:
         # Relative, so that a sweep root moved or mounted elsewhere still finds its store.
         index["store"] = os.path.relpath(cfg.resolved_store, workdir)
     if sweep:
@@ -169,6 +178,10 @@ def _write_run_index(cfg: ExperimentConfig, fingerprints: dict, config_path: str
     resolved = workdir / f".config.resolved.yaml.{os.getpid()}"
     resolved.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
     os.replace(resolved, workdir / "config.resolved.yaml")
+    if cfg.workdir_url:  # one PUT each: an object appears whole, like the renames above
+        remote = open_store(cfg.workdir_url, workdir)
+        for name in (RUN_INDEX, "config.resolved.yaml"):
+            remote.put_small(name, (workdir / name).read_bytes())
 
 
 def _library_versions() -> dict[str, str]:
@@ -186,9 +199,11 @@ def _summary(metrics: dict, limit: int = 4) -> str:
     return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown)
 
 
-def load_run_index(run_dir: Path) -> dict:
+def load_run_index(run_dir: Path | str) -> dict:
     import json
 
+    if "://" in str(run_dir):
+        return _load_remote_run_index(str(run_dir))
     path = Path(run_dir) / RUN_INDEX
     if not path.is_file():
         hint = (" (it is a sweep root: pass one of its points, or `pretrain dashboard` the root)"
@@ -198,8 +213,28 @@ def load_run_index(run_dir: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def run_store(run_dir: Path, index: dict | None = None) -> ArtifactStore:
-    """The store holding a run's stage outputs: its own folder, or the one pipeline.json
-    names (a sweep point's outputs live in the sweep's shared store)."""
+def _load_remote_run_index(url: str) -> dict:
+    import json
+
+    remote = open_store(url)
+    data = remote.get_small(RUN_INDEX)
+    if data is None:
+        raise ConfigError(f"{url} is not a run (no {RUN_INDEX} there); check the URL, or run "
+                          f"`pretrain run CONFIG -o workdir={url}` first")
+    # Into this machine's mirror of the run, where the report code reads its config.
+    remote.workdir.mkdir(parents=True, exist_ok=True)
+    for name, content in ((RUN_INDEX, data), ("config.resolved.yaml", remote.get_small("config.resolved.yaml"))):
+        if content is not None:
+            (remote.workdir / name).write_bytes(content)
+    return json.loads(data)
+
+
+def run_store(run_dir: Path | str, index: dict | None = None) -> ArtifactStore:
+    """The store holding a run's stage outputs: its own folder, the one pipeline.json
+    names (a sweep point's outputs live in the sweep's shared store), or its bucket."""
     index = index if index is not None else load_run_index(run_dir)
+    if index.get("store_url"):
+        return open_store(index["store_url"])
+    if "://" in str(run_dir):
+        return open_store(str(run_dir))
     return ArtifactStore((Path(run_dir) / index.get("store", ".")).resolve())

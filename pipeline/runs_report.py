@@ -18,7 +18,6 @@ from pipeline.config import ConfigError
 from pipeline.run_discovery import find_run_dirs
 from pipeline.run_source import load_run_source
 from pipeline.runner import run_store
-from pipeline.stage_lock import peek_holder
 from stages.report.run_table import build_run_table
 from stages.report.run_table_render import run_table_html, run_table_markdown, scaling_parts
 from stages.report.sources import RunSource
@@ -97,4 +96,4 @@ def holds_stage_lock(source: RunSource) -> bool:
     if not unfinished or source.run_dir is None:
         return False
     store = run_store(source.run_dir)
-    return any(peek_holder(store.lock_path(s.stage, s.fingerprint)) is not None for s in unfinished)
+    return any(store.lock_holder(s.stage, s.fingerprint) is not None for s in unfinished)

@@ -70,7 +70,7 @@ def _file_system_type(path: Path) -> str:
     return kind
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -172,7 +172,7 @@ class StageLock:
         except FileNotFoundError:
             return True
         if holder and holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
-            return not _pid_alive(holder["pid"])
+            return not pid_alive(holder["pid"])
         return age > STALE_SECONDS  # another host (or unreadable): only a silent heartbeat says dead
 
     def _remove_if_unchanged(self, holder: dict | None) -> None:
@@ -202,6 +202,9 @@ class StageLock:
             self._heartbeat = None
             if read_holder(self.path) == self.me:
                 self.path.unlink(missing_ok=True)
+
+    def check_held(self) -> None:
+        """A local lock cannot be lost while its holder lives (the object lease can)."""
 
     def __enter__(self) -> "StageLock":
         self.acquire()

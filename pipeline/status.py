@@ -17,7 +17,7 @@ SCORE = re.compile(r"/(accuracy|f1|matthews(_corrcoef)?|pearson|spearman|exact_m
 def stage_rows(run_dir: Path) -> list[dict]:
     """[{stage, state, fingerprint, seconds, metrics}] for the run's latest fingerprints."""
     index = load_run_index(run_dir)
-    store = run_store(Path(run_dir), index)
+    store = run_store(run_dir, index)
     rows = []
     for name in STAGE_NAMES:
         fp = index["stages"].get(name, "")
@@ -29,7 +29,7 @@ def stage_rows(run_dir: Path) -> list[dict]:
             metrics = key_metrics(name, manifest.get("metrics", {}))
         elif fp and store.failure(name, fp):
             state, seconds, metrics = "failed", None, {"error": store.failure(name, fp)["error"][:80]}
-        elif fp and store.stage_dir(name, fp).exists():
+        elif fp and store.started(name, fp):
             state, seconds, metrics = "incomplete", None, {}
         else:
             state, seconds, metrics = "not run", None, {}
@@ -63,9 +63,10 @@ def format_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
-def render(run_dir: Path) -> str:
-    """The stage table of a run; for a sweep root, one row per point."""
-    if not (Path(run_dir) / RUN_INDEX).is_file() and (Path(run_dir) / SWEEP_INDEX).is_file():
+def render(run_dir: Path | str) -> str:
+    """The stage table of a run (a folder, or an object-store URL); for a sweep root, one
+    row per point."""
+    if "://" not in str(run_dir) and not (Path(run_dir) / RUN_INDEX).is_file() and (Path(run_dir) / SWEEP_INDEX).is_file():
         return render_sweep(Path(run_dir))
     rows = stage_rows(run_dir)
     return format_table(

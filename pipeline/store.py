@@ -18,18 +18,48 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.input_files import sha256_file
+from pipeline.stage_lock import StageLock, peek_holder
 
 MANIFEST = "manifest.json"
 FAILURE = "failure.json"
 RUN_INDEX = "pipeline.json"
 
 
+class StageCommitConflict(RuntimeError):
+    """A stage's manifest already exists where this driver was about to commit it."""
+
+
 class ArtifactStore:
+    """The store on a local (or mounted) file system. pipeline.remote_store.ObjectArtifactStore
+    is the same interface on an object store; `open_store` picks one."""
+
+    url = None  # an object store's URL; None here
+
     def __init__(self, workdir: Path):
         self.workdir = Path(workdir)
 
+    def __str__(self) -> str:
+        return str(self.workdir)
+
     def stage_dir(self, stage: str, fingerprint: str) -> Path:
         return self.workdir / stage / fingerprint
+
+    def stage_url(self, stage: str, fingerprint: str) -> str | None:
+        """Where the stage's outputs live when that is not `stage_dir` (object stores)."""
+        return None
+
+    def fetch(self, stage: str, fingerprint: str, *, max_file_bytes: int | None = None) -> Path:
+        """The finished stage's files, readable locally (here they already are)."""
+        return self.stage_dir(stage, fingerprint)
+
+    def started(self, stage: str, fingerprint: str) -> bool:
+        return self.stage_dir(stage, fingerprint).is_dir()
+
+    def lock(self, stage: str, fingerprint: str, *, what: str, wait: bool = False, echo=print):
+        return StageLock(self.lock_path(stage, fingerprint), what=what, wait=wait, echo=echo)
+
+    def lock_holder(self, stage: str, fingerprint: str) -> dict | None:
+        return peek_holder(self.lock_path(stage, fingerprint))
 
     def manifest(self, stage: str, fingerprint: str) -> dict | None:
         path = self.stage_dir(stage, fingerprint) / MANIFEST

@@ -72,6 +72,11 @@ def expand_sweep(config_path: str | Path, overrides: list[str] | tuple[str, ...]
         raise ConfigError(
             f"{config_path}: nothing to sweep: add a `sweep:` section (sweep.grid or sweep.points) "
             f"or give an axis as -o key=[v1,v2], e.g. -o pretrain.lr=[1e-3,3e-3]")
+    if base.workdir_url or base.store_url:
+        raise ConfigError(
+            f"{config_path}: a sweep's root must be a folder for now (its points' workdirs and "
+            f"shared store live under it); run each point with `pretrain run` and an s3:// workdir, "
+            f"or sweep into a shared mount such as /mnt/shared/sweeps/NAME")
     root = base.resolved_workdir
     point_values = [_validated_values(config_path, plain_overrides, values) for values in point_values]
     points = []

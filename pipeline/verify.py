@@ -15,12 +15,11 @@ from pathlib import Path
 from pipeline.graph import STAGE_NAMES
 from pipeline.runner import load_run_index, run_store
 from pipeline.status import format_table
-from pipeline.store import check_files
 
 
-def verify_run(run_dir: Path, stages: list[str] | None = None, echo=print) -> int:
+def verify_run(run_dir: Path | str, stages: list[str] | None = None, echo=print) -> int:
     index = load_run_index(run_dir)
-    store = run_store(Path(run_dir), index)
+    store = run_store(run_dir, index)
     rows, damaged_stages, total_bytes = [], [], 0
     started = time.perf_counter()
     for name in stages or STAGE_NAMES:
@@ -32,11 +31,12 @@ def verify_run(run_dir: Path, stages: list[str] | None = None, echo=print) -> in
         files = manifest.get("files", [])
         size = sum(entry.get("bytes", 0) for entry in files)
         total_bytes += size
-        damage = check_files(store.stage_dir(name, fp), files, deep=True)
+        damage = store.damaged(name, fp, deep=True, manifest=manifest)
         if damage:
             damaged_stages.append(name)
+            where = store.stage_url(name, fp) or store.stage_dir(name, fp)
             for item in damage:
-                echo(f"[{name}] damaged: {store.stage_dir(name, fp) / item.path} {item.problem}")
+                echo(f"[{name}] damaged: {where}/{item.path} {item.problem}")
         rows.append([name, fp, str(len(files)), _mb(size), f"DAMAGED ({len(damage)} files)" if damage else "ok"])
     seconds = time.perf_counter() - started
     echo(format_table(["stage", "fingerprint", "files", "size", "state"], rows))

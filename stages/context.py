@@ -27,6 +27,8 @@ class StageContext(Protocol):
     fingerprint: this stage's fingerprint (e.g. the Ray Train run name)
     input_digests: name -> content digest of every file the stage reads besides its input
                  stages, as they joined the fingerprint
+    output_url:  the object-store URL output_dir is uploaded to (None: a local store);
+                 what must outlive this machine (Ray Train checkpoints) goes there directly
     metrics_log: the stage's metrics.jsonl in output_dir
     """
 
@@ -50,6 +52,9 @@ class StageContext(Protocol):
 
     @property
     def input_digests(self) -> dict[str, str]: ...
+
+    @property
+    def output_url(self) -> str | None: ...
 
     @property
     def metrics_log(self) -> MetricsLog: ...

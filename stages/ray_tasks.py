@@ -20,6 +20,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 _force_in_process = False
+_driver_node_only = False
 
 
 def ray_is_up() -> bool:
@@ -40,6 +41,23 @@ def run_in_process() -> Iterator[None]:
         _force_in_process = previous
 
 
+@contextlib.contextmanager
+def on_driver_node(enabled: bool = True) -> Iterator[None]:
+    """Inside this block, `map_tasks` and Ray Train workers (stages.training.launch) run
+    on the driver's node only. The engine turns it on for an object-store workdir: stages
+    write into this machine's staging folder, which other nodes do not see."""
+    global _driver_node_only
+    previous, _driver_node_only = _driver_node_only, enabled or _driver_node_only
+    try:
+        yield
+    finally:
+        _driver_node_only = previous
+
+
+def driver_node_only() -> bool:
+    return _driver_node_only
+
+
 def map_tasks(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
               num_cpus: float = 1, num_gpus: float = 0) -> list[Any]:
     """[function(item) for item in items], one Ray task per item when Ray is up.
@@ -54,7 +72,13 @@ def map_tasks(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
     import ray
 
     # max_retries re-runs a task whose worker died; a task that raised is not retried.
-    remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=2)(function)
+    options = {}
+    if _driver_node_only:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+            node_id=ray.get_runtime_context().get_node_id(), soft=False)
+    remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=2, **options)(function)
     refs = [remote.remote(item) for item in items]
     pending = list(refs)
     try:

@@ -80,6 +80,10 @@ def run(ctx) -> dict[str, Any]:
     if cfg.source == "files":
         check_task_files([get_task(name) for name in to_train], data_dir)
 
+    # Ray Train's checkpoints: in the bucket for an object-store workdir (they outlive this
+    # machine), else beside the tasks.
+    output_url = getattr(ctx, "output_url", None)
+    ray_storage_path = f"{output_url}/{RAY_STORAGE_DIR}" if output_url else output_dir / RAY_STORAGE_DIR
     # Each task's rank 0 opens its own wandb run (stages.finetune.task_tracking).
     tracking = {"experiment": ctx.experiment, "fingerprint": ctx.fingerprint}
 
@@ -87,7 +91,7 @@ def run(ctx) -> dict[str, Any]:
         write_task_fingerprint(output_dir / name, to_train[name])
         request = TaskRequest(spec=get_task(name), cfg=config_for_task(cfg, name), seed=seed, source=source,
                               data_dir=Path(data_dir))
-        train_task(request, task_dir=output_dir / name, storage_path=output_dir / RAY_STORAGE_DIR,
+        train_task(request, task_dir=output_dir / name, storage_path=ray_storage_path,
                    metrics_log=ctx.metrics_log, tracking={**tracking, "task_fingerprint": to_train[name]})
 
     slots = parallel_task_slots(cfg, len(to_train), _cluster_resources() if len(to_train) > 1 else {})
@@ -145,7 +149,7 @@ def run_concurrently(train, names: list[str], slots: int) -> None:
         raise RuntimeError(f"finetune task {name} failed: {type(error).__name__}: {error}{others}") from error
 
 
-def train_task(request: TaskRequest, *, task_dir: Path, storage_path: Path, metrics_log,
+def train_task(request: TaskRequest, *, task_dir: Path, storage_path: Path | str, metrics_log,
                tracking: dict[str, Any] | None = None) -> dict[str, Any]:
     """Prepare, train, predict and write one task (the fixed path of the module
     docstring); returns what its metrics.json holds."""

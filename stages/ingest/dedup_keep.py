@@ -7,6 +7,12 @@ Verification is lsh.py's: a document is a near-duplicate when its signature agre
 its candidate parent's on at least `threshold` of the permutations. Only exact survivors
 are checked (lsh.py never sees the others); parents are read from their own files'
 signatures through memory maps, one file at a time.
+
+Unlike datatrove's clustering step (union-find over the pairs, one document kept per
+connected component), a document is dropped only for an earlier document it is itself
+similar to: with pairs 7~5 and 7~3 (5 and 3 share no bucket), datatrove keeps 3 alone,
+this keeps 3 and 5. Chains of partial overlaps therefore do not merge documents that are
+not near each other; it is what the single-driver path (lsh.py) has always kept.
 """
 
 from __future__ import annotations

@@ -105,7 +105,9 @@ def run(ctx) -> dict[str, Any]:
         train_loop_per_worker,
         job.as_loop_config(),
         num_workers=cfg.num_workers,
-        storage_path=output_dir / "ray",
+        # On an object store, checkpoints go straight to the bucket: a driver killed
+        # mid-run (or its machine lost) resumes from there.
+        storage_path=f"{ctx.output_url}/ray" if getattr(ctx, "output_url", None) else output_dir / "ray",
         run_name=RUN_NAME,
         max_failures=cfg.max_failures,
         use_gpu=cfg.gpus_per_worker > 0,

@@ -1,0 +1,140 @@
+"""The whole tiny pipeline through the real CLI with its workdir in a bucket (a real S3
+server on loopback: moto's, over HTTP; boto3, s3fs and pyarrow unmocked), on the
+session Ray: the driver's process group is SIGKILLed mid-pretrain once a checkpoint is
+committed in the bucket, this machine's mirror of the run is deleted (so nothing local
+is left to resume from), and the rerun resumes pretrain from the bucket's checkpoint,
+reuses the upstream stages from the bucket and finishes; status and verify then read
+the run from the bucket alone.
+
+The session Ray started before the S3 server, so its worker processes do not have
+AWS_ENDPOINT_URL: Ray Train reaches the bucket through the pyarrow file system the
+driver builds (stages.training.launch.ray_storage)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import psutil
+import pytest
+
+from pipeline.graph import STAGE_NAMES
+from pipeline.mirror import mirror_dir
+from pipeline.object_store import filesystem
+from tests.e2e.cli import REPO_ROOT, cli_command, cli_env, pretrain_cli
+from tests.e2e.conftest import CONFIG
+from tests.s3_server import make_bucket, s3_server
+
+pytestmark = [pytest.mark.e2e, pytest.mark.ray]
+UPSTREAM_OF_PRETRAIN = ("ingest", "tokenizer", "dataset")
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()  # one made for another module's server
+    with s3_server() as endpoint:
+        yield endpoint
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+def committed_checkpoint(fs, root: str) -> bool:
+    """Whether Ray Train has committed a checkpoint of pretrain in the bucket: a
+    checkpoint-step* folder (stages/training/checkpoint.py) and the checkpoint manager's
+    snapshot naming one."""
+    objects = fs.find(f"{root}/pretrain")
+    checkpoints = [o for o in objects if "/ray/" in o and "/checkpoint-step" in o]
+    snapshots = [o for o in objects if o.endswith("/ray/pretrain/checkpoint_manager_snapshot.json")]
+    return bool(checkpoints) and any(b"checkpoint-step" in fs.cat_file(s) for s in snapshots)
+
+
+def trained_steps(mirror) -> list[int]:
+    files = list(mirror.glob("pretrain/*/metrics.jsonl"))
+    if not files:
+        return []
+    return [json.loads(line)["step"] for line in files[0].read_text().splitlines()
+            if line.strip() and "loss" in json.loads(line)]
+
+
+def kill_group(driver: subprocess.Popen) -> None:
+    """SIGKILL the driver's whole process group (as a scheduler or a lost machine would)."""
+    tree = [psutil.Process(driver.pid), *psutil.Process(driver.pid).children(recursive=True)]
+    os.killpg(driver.pid, signal.SIGKILL)
+    for process in tree:  # anything that left the group goes too
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(tree, timeout=10)
+
+
+def test_a_bucket_run_killed_mid_pretrain_resumes_from_the_bucket_on_an_empty_machine(
+        s3_endpoint, ray_address, tmp_path, monkeypatch):
+    monkeypatch.setenv("PRETRAIN_MIRROR", str(tmp_path / "mirror"))  # read by the CLI (cli_env)
+    url = f"{make_bucket('e2e-runs')}/gpt-tiny"
+    fs, root = filesystem(url)
+    mirror = mirror_dir(url)
+    args = (CONFIG, "-o", f"workdir={url}", "-o", f"ray.address={ray_address}")
+    log = tmp_path / "first.log"
+
+    with open(log, "w") as handle:
+        driver = subprocess.Popen(cli_command("run", *args), cwd=REPO_ROOT, env=cli_env(), stdout=handle,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 400
+        while True:
+            if driver.poll() is not None:
+                pytest.fail(f"driver exited before a checkpoint in the bucket:\n{log.read_text()[-3000:]}")
+            if time.time() > deadline:
+                pytest.fail(f"no checkpoint in {url} within 400 s:\n{log.read_text()[-3000:]}")
+            steps = trained_steps(mirror)
+            if steps and 10 <= steps[-1] < 30 and committed_checkpoint(fs, root):
+                break
+            time.sleep(0.2)
+        kill_group(driver)
+    finally:
+        if driver.poll() is None:
+            kill_group(driver)
+    assert not fs.glob(f"{root}/pretrain/*/manifest.json")
+    for stage in UPSTREAM_OF_PRETRAIN:
+        assert fs.glob(f"{root}/{stage}/*/manifest.json"), (stage, log.read_text()[-3000:])
+    # Nothing local is left: the rerun can only resume from the bucket.
+    shutil.rmtree(mirror)
+
+    # --wait-lock: the killed driver's lease is still in the bucket (it stops being live
+    # when its heartbeat is older than pipeline.object_lease.STALE_SECONDS).
+    started = time.monotonic()
+    rerun = pretrain_cli("run", *args, "--wait-lock", timeout=900)
+    rerun_seconds = time.monotonic() - started
+    assert rerun.returncode == 0, rerun.stdout[-4000:] + rerun.stderr[-4000:]
+    for stage in UPSTREAM_OF_PRETRAIN:
+        assert f"[{stage}] cached" in rerun.stdout, rerun.stdout[-3000:]
+    assert "[pretrain] running" in rerun.stdout, rerun.stdout[-3000:]
+    # The killed driver's lease is taken over, with a warning naming it.
+    assert f"taking over the lease left by pid {driver.pid}" in rerun.stdout, rerun.stdout[-3000:]
+    for stage in ("pretrain", "finetune", "evaluate", "report"):
+        assert f"[{stage}] done" in rerun.stdout, rerun.stdout[-3000:]
+
+    manifests = {}
+    for stage in STAGE_NAMES:
+        (path,) = fs.glob(f"{root}/{stage}/*/manifest.json")
+        manifests[stage] = json.loads(fs.cat_file(path))
+    pretrain = manifests["pretrain"]["metrics"]
+    assert pretrain["resumed_from_step"] in (10, 20, 30), "the rerun did not resume from the bucket's checkpoint"
+    assert pretrain["steps"] == 40
+    files = {f["path"] for f in manifests["pretrain"]["files"]}
+    assert "model/model.safetensors" in files and not any(p.startswith("ray/") for p in files)
+
+    shutil.rmtree(mirror)  # status and verify from the bucket alone
+    status = pretrain_cli("status", url)
+    assert status.returncode == 0, status.stderr
+    rows = [line for line in status.stdout.splitlines()[2:] if line.strip()]
+    assert len(rows) == len(STAGE_NAMES) and all(" done " in row for row in rows), status.stdout
+    verify = pretrain_cli("verify", url)
+    assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]
+    print(f"rerun took {rerun_seconds:.0f} s")
