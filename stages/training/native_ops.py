@@ -66,6 +66,19 @@ def extensions_env() -> dict[str, str]:
     return {"TORCH_EXTENSIONS_DIR": str(extensions_dir())}
 
 
+def use_this_environments_ninja() -> None:
+    """Put the interpreter's own bin folder (the venv's, which holds the `ninja` DeepSpeed
+    depends on) first on PATH in this process. torch builds with whichever `ninja` PATH
+    finds first, and two ninja versions disagree on the build log's command hashes: a
+    shell with the venv activated and one without (or a Ray job whose PATH differs from
+    the workers') then rebuilt the op in turn, about 45 s on two cores each time."""
+    bin_dir = str(Path(sys.executable).parent)
+    if not (Path(bin_dir) / "ninja").exists():
+        return
+    parts = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != bin_dir]
+    os.environ["PATH"] = os.pathsep.join([bin_dir, *parts])
+
+
 def ensure_native_ops(echo: Echo = print_now, *, report_every: float = REPORT_EVERY_SECONDS) -> Path | None:
     """Build or load DeepSpeed's CPU op in this process, before deepspeed.initialize needs it.
 
@@ -75,6 +88,7 @@ def ensure_native_ops(echo: Echo = print_now, *, report_every: float = REPORT_EV
     build says so first and afterwards says how long it took.
     """
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(extensions_dir()))
+    use_this_environments_ninja()
     from deepspeed.accelerator import get_accelerator
 
     accelerator = get_accelerator()

@@ -5,6 +5,8 @@ The real build, killed and rerun, is tests/integration/test_native_ops.py."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -118,3 +120,16 @@ def test_importing_the_module_loads_neither_torch_nor_deepspeed():
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
                             text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_builds_use_the_interpreters_own_ninja_whatever_path_says(monkeypatch):
+    # Two ninja versions disagree on the build log's command hashes: a process finding the
+    # system's and one finding the venv's rebuilt the op in turn (~45 s each).
+    from stages.training.native_ops import use_this_environments_ninja
+
+    bin_dir = str(Path(sys.executable).parent)
+    assert (Path(bin_dir) / "ninja").exists(), "DeepSpeed's ninja dependency is not in the venv"
+    monkeypatch.setenv("PATH", os.pathsep.join(["/usr/bin", bin_dir, "/bin"]))
+    use_this_environments_ninja()
+    assert os.environ["PATH"].split(os.pathsep) == [bin_dir, "/usr/bin", "/bin"]
+    assert shutil.which("ninja") == str(Path(bin_dir) / "ninja")
