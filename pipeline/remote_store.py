@@ -166,21 +166,26 @@ class ObjectArtifactStore:
         does not exist. A second commit of one fingerprint means the stage lease was
         broken; it is refused rather than overwriting the first."""
         directory = self.stage_dir(stage, fingerprint)
+        key = self._key(stage, fingerprint, MANIFEST)
+        if self.fs.exists(key):  # checked first too, so a committed stage's files stay as they are
+            raise self._conflict(stage, fingerprint)
         self._remove(self._key(stage, fingerprint, FAILURE))
         files = manifest.get("files", [])
         if files:
             self.fs.put([str(directory / f["path"]) for f in files],
                         [self._key(stage, fingerprint, f["path"]) for f in files])
-        key = self._key(stage, fingerprint, MANIFEST)
         try:
             self.keys.create(key, json_bytes(manifest))
         except PreconditionFailed:
-            raise StageCommitConflict(
-                f"{self.stage_url(stage, fingerprint)}/{MANIFEST} already exists: another driver "
-                f"committed this stage while this one ran it (its lease was taken over). Its "
-                f"output stands; run again to reuse it") from None
+            raise self._conflict(stage, fingerprint) from None
         (directory / FAILURE).unlink(missing_ok=True)
         return write_json_atomic(directory / MANIFEST, manifest)
+
+    def _conflict(self, stage: str, fingerprint: str) -> StageCommitConflict:
+        return StageCommitConflict(
+            f"{self.stage_url(stage, fingerprint)}/{MANIFEST} already exists: another driver "
+            f"committed this stage while this one ran it (its lease was taken over). Its "
+            f"output stands; run again to reuse it")
 
     def write_failure(self, stage: str, fingerprint: str, failure: dict) -> None:
         directory = self.stage_dir(stage, fingerprint)
