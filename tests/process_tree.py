@@ -1,5 +1,5 @@
-"""Stop a `ray start --head --block` process started by a test fixture, with everything it
-started."""
+"""End processes a test started, with everything they started: a `ray start --head --block`
+head (end_process_tree), or a driver's whole process group (kill_process_group)."""
 
 from __future__ import annotations
 
@@ -23,3 +23,22 @@ def end_process_tree(head: subprocess.Popen) -> None:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(alive, timeout=10)
+
+
+def kill_process_group(leader: subprocess.Popen) -> None:
+    """SIGKILL a process started with start_new_session=True and its whole group (as a
+    scheduler or a lost machine would), and any descendant that left the group."""
+    import os
+    import signal
+
+    try:
+        tree = [psutil.Process(leader.pid), *psutil.Process(leader.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    os.killpg(leader.pid, signal.SIGKILL)
+    for process in tree:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(tree, timeout=10)

@@ -18,18 +18,16 @@ Ray tests with this test in the other half on its own Ray).
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import time
 
-import psutil
 import pytest
 
 from pipeline.fingerprint import compute_all
 from pipeline.sweep import expand_sweep
 from tests.e2e.cli import REPO_ROOT, cli_command, cli_env, pretrain_cli
 from tests.e2e.conftest import CONFIG
+from tests.process_tree import kill_process_group
 
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 UPSTREAM = ("ingest", "tokenizer", "dataset")
@@ -50,14 +48,7 @@ def kill_group_when_committed(sweep: subprocess.Popen, checkpoints, timeout: flo
     while time.time() < deadline:
         assert sweep.poll() is None, "the sweep ended before the second point committed a checkpoint"
         if checkpoints.is_file() and "checkpoint-step" in checkpoints.read_text():
-            tree = [psutil.Process(sweep.pid), *psutil.Process(sweep.pid).children(recursive=True)]
-            os.killpg(sweep.pid, signal.SIGKILL)
-            for process in tree:  # anything that left the group goes too
-                try:
-                    process.kill()
-                except psutil.NoSuchProcess:
-                    pass
-            psutil.wait_procs(tree, timeout=10)
+            kill_process_group(sweep)
             return time.time()
         time.sleep(0.2)
     raise AssertionError(f"no committed checkpoint in {checkpoints} after {timeout:.0f} s")

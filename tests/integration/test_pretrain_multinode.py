@@ -1,8 +1,7 @@
 """The pretrain stage trains across two Ray nodes (ray.cluster_utils.Cluster on this
 machine, one worker per node). The cluster runs in a subprocess, tests/multinode_pretrain.py,
-because it cannot share this test session's Ray instance (so the test is marked `own_ray`
-and runs beside the shared-Ray tests); the script checks the run and exits non-zero on
-any failure, and shuts its cluster down whatever happens."""
+because it cannot share this test session's Ray instance; the script checks the run and
+exits non-zero on any failure, and shuts its cluster down whatever happens."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.own_ray
+@pytest.mark.ray
 def test_pretrain_trains_across_two_nodes(tmp_path):
     started = time.time()
     process = subprocess.Popen(

@@ -31,7 +31,7 @@ VENV_BIN = Path(sys.executable).parent
 PARAGRAPHS = [f"Paragraph {i} tells of the {i}th lighthouse keeper, who counted {i * 7} ships "
               f"and wrote each name in a ledger kept dry under the stairs." for i in range(60)]
 
-pytestmark = [pytest.mark.own_ray, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 
 
 def free_ports(count: int) -> list[int]:

@@ -39,7 +39,7 @@ SMALL = tuple(arg for override in (
     "finetune.num_workers=1", "finetune.max_train_examples=32", "finetune.max_eval_examples=32",
     "finetune.max_test_examples=8") for arg in ("-o", override))
 
-pytestmark = [pytest.mark.own_ray, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 
 
 def free_ports(count: int) -> list[int]:
