@@ -57,3 +57,13 @@ def ray_session():
     for process in leftovers:
         process.kill()
     psutil.wait_procs(leftovers, timeout=10)
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    """A real S3 server on loopback for one test module (tests/s3_server.py); yields its
+    endpoint, with AWS_ENDPOINT_URL and credentials set while it runs."""
+    from tests.s3_server import s3_server
+
+    with s3_server() as endpoint:
+        yield endpoint

@@ -25,20 +25,10 @@ from pipeline.object_store import filesystem
 from tests.e2e.cli import REPO_ROOT, cli_command, cli_env, pretrain_cli
 from tests.e2e.conftest import CONFIG
 from tests.process_tree import kill_process_group
-from tests.s3_server import make_bucket, s3_server
+from tests.s3_server import make_bucket
 
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 UPSTREAM_OF_PRETRAIN = ("ingest", "tokenizer", "dataset")
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    import s3fs
-
-    s3fs.S3FileSystem.clear_instance_cache()  # one made for another module's server
-    with s3_server() as endpoint:
-        yield endpoint
-    s3fs.S3FileSystem.clear_instance_cache()
 
 
 def committed_checkpoint(fs, root: str) -> bool:

@@ -19,20 +19,15 @@ import pytest
 from pipeline.object_lease import ObjectLease, peek_lease
 from pipeline.object_store import ObjectKeys, filesystem, json_bytes
 from pipeline.stage_lock import StageLocked
-from tests.s3_server import make_bucket, s3_server
+from tests.s3_server import make_bucket
 
 _keys = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def fs():
-    import s3fs
-
-    s3fs.S3FileSystem.clear_instance_cache()  # one made for another module's server
-    with s3_server():
-        make_bucket("lease-test")
-        yield filesystem("s3://lease-test")[0]
-    s3fs.S3FileSystem.clear_instance_cache()
+def fs(s3_endpoint):
+    make_bucket("lease-test")
+    return filesystem("s3://lease-test")[0]
 
 
 @pytest.fixture

@@ -14,21 +14,9 @@ import pytest
 from pipeline.object_store import filesystem
 from pipeline.remote_store import ObjectArtifactStore, open_store
 from pipeline.store import RUN_INDEX, StageCommitConflict, inventory
-from tests.s3_server import make_bucket, s3_server
+from tests.s3_server import make_bucket
 
 _buckets = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    import s3fs
-
-    # fsspec caches file systems by their arguments, not by the environment: one made for
-    # another module's server (another port) must not be reused here.
-    s3fs.S3FileSystem.clear_instance_cache()
-    with s3_server() as endpoint:
-        yield endpoint
-    s3fs.S3FileSystem.clear_instance_cache()
 
 
 @pytest.fixture

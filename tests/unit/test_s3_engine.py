@@ -23,20 +23,10 @@ from pipeline.graph import STAGE_NAMES
 from pipeline.planner import Selection, plan
 from pipeline.runner import StageFailed, run_pipeline
 from pipeline.status import render, stage_rows
-from tests.s3_server import SERVER_ENV, make_bucket, s3_server
+from tests.s3_server import SERVER_ENV, make_bucket
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _buckets = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    import s3fs
-
-    s3fs.S3FileSystem.clear_instance_cache()  # one made for another module's server
-    with s3_server() as endpoint:
-        yield endpoint
-    s3fs.S3FileSystem.clear_instance_cache()
 
 
 @pytest.fixture
