@@ -54,6 +54,7 @@ def fit(
     from ray.train.torch import TorchConfig, TorchTrainer
 
     from stages.training.ctrl_c import killed_at_once_on_ctrl_c, sigint_handler_restored
+    from stages.training.no_dataset_manager import without_dataset_manager
 
     if num_workers < 1:
         raise ValueError(f"num_workers must be >= 1, got {num_workers}")
@@ -63,7 +64,7 @@ def fit(
     # does nothing took 17-26 s here, 14-19 s at 0.25 s. The driver's value reaches the
     # controller (Ray Train propagates it); one set by the user wins.
     os.environ.setdefault(HEALTH_CHECK_INTERVAL_ENV, HEALTH_CHECK_INTERVAL_S)
-    trainer = killed_at_once_on_ctrl_c(TorchTrainer)(
+    trainer = killed_at_once_on_ctrl_c(without_dataset_manager(TorchTrainer))(
         train_loop_per_worker,
         train_loop_config=loop_config,
         # gloo on CPU; NCCL when the workers hold GPUs (TorchConfig's default).
