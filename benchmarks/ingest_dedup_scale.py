@@ -243,11 +243,17 @@ def quality(args, books: list[Path]) -> None:  # noqa: PLR0915 - one measurement
             map_tasks(file_signatures, paths[:2], desc="warm up")
             _, ray_signatures_s = timed(map_tasks, file_signatures, paths, desc="signatures")
             _, ray_s = timed(deduplicate, staged, paths, config, str(root / "d2"), 2)
+            components = config.model_copy(update={"minhash_clustering": "components"})
+            _, ray_components_s = timed(deduplicate, staged, paths, components, str(root / "d3"), 2)
         finally:
             ray.shutdown()
 
         survivor = np.concatenate(exact)
         ours_dropped = {int(g) for g in np.flatnonzero(survivor & ~np.concatenate(masks))}
+        # minhash_clustering: components (the masks of the d3 run were overwritten by the
+        # single-driver path's equal ones; tests/unit/test_dedup_distributed.py pins that).
+        component_masks = near_duplicate_masks(cleaned, exact, 16, 0.8, "components")
+        components_dropped = {int(g) for g in np.flatnonzero(survivor & ~np.concatenate(component_masks))}
         shingles = {}
 
         def jaccard(x: int, y: int) -> float:
@@ -267,7 +273,8 @@ def quality(args, books: list[Path]) -> None:  # noqa: PLR0915 - one measurement
         report = {"mb": mb, "documents": len(everything), "exact_survivors": int(survivor.sum()),
                   "our_signatures_s": our_signatures_s, "ray_signatures_s": ray_signatures_s,
                   "single_driver_lsh_s": single_s, "tasks_in_process_lsh_s": in_process_s,
-                  "tasks_ray2_lsh_s": ray_s, "candidate_pairs": len(ours),
+                  "tasks_ray2_lsh_s": ray_s, "tasks_ray2_components_lsh_s": ray_components_s,
+                  "candidate_pairs": len(ours),
                   "verified_pairs": len(verified), "ours_dropped": len(ours_dropped)}
         similar = {pair: jaccard(*pair) >= 0.8 for pair in ours}
         report["precision_candidates"] = _ratio(sum(similar.values()), len(ours))
@@ -320,7 +327,14 @@ def quality(args, books: list[Path]) -> None:  # noqa: PLR0915 - one measurement
                                                          len(planted_near))
         report.update(truly_near=len(truth_pool),
                       precision_dropped=_ratio(len(ours_dropped & truth_pool), len(ours_dropped)),
-                      recall_pooled=_ratio(len(ours_dropped & truth_pool), len(truth_pool)))
+                      recall_pooled=_ratio(len(ours_dropped & truth_pool), len(truth_pool)),
+                      components_dropped=len(components_dropped),
+                      components_precision_dropped=_ratio(len(components_dropped & truth_pool),
+                                                          len(components_dropped)),
+                      components_recall_pooled=_ratio(len(components_dropped & truth_pool),
+                                                      len(truth_pool)))
+        if datasketch is not None:
+            report["components_common_with_datasketch"] = len(components_dropped & theirs)
     _print_quality(report)
 
 
@@ -367,7 +381,9 @@ def _print_quality(r: dict) -> None:
     print("|---|---:|---:|---:|")
     rows = [("single driver (one process)", r["our_signatures_s"], r["single_driver_lsh_s"]),
             ("tasks, in process, 2 partitions", r["our_signatures_s"], r["tasks_in_process_lsh_s"]),
-            ("tasks on Ray, 2 workers", r["ray_signatures_s"], r["tasks_ray2_lsh_s"])]
+            ("tasks on Ray, 2 workers", r["ray_signatures_s"], r["tasks_ray2_lsh_s"]),
+            ("tasks on Ray, 2 workers, minhash_clustering: components", r["ray_signatures_s"],
+             r["tasks_ray2_components_lsh_s"])]
     if "datasketch_lsh_s" in r:
         rows.append(("datasketch MinHash + MinHashLSH (one process)",
                      r["datasketch_signatures_s"], r["datasketch_lsh_s"]))
@@ -378,7 +394,9 @@ def _print_quality(r: dict) -> None:
                 "precision_verified", "planted_near", "recall_planted",
                 "datasketch_recall_planted", "truly_near", "precision_dropped", "recall_pooled",
                 "datasketch_dropped", "common_dropped", "precision_vs_datasketch",
-                "recall_vs_datasketch", "datasketch_precision", "datasketch_recall_pooled"):
+                "recall_vs_datasketch", "datasketch_precision", "datasketch_recall_pooled",
+                "components_dropped", "components_precision_dropped", "components_recall_pooled",
+                "components_common_with_datasketch"):
         if key in r:
             print(f"| {key} | {r[key]} |")
 

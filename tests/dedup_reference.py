@@ -32,7 +32,7 @@ def single_driver(config: IngestConfig, data_dir: Path, work: Path) -> tuple[lis
     masks = keep_masks(cleaned, dedup=config.dedup != "none")
     if config.dedup == "near":
         masks = near_duplicate_masks(cleaned, masks, config.minhash_bands,
-                                     config.minhash_threshold)
+                                     config.minhash_threshold, config.minhash_clustering)
     return masks, _write(plan_shards(cleaned, masks, config.num_shards, str(work / "documents")))
 
 

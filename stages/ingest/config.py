@@ -111,6 +111,12 @@ class IngestConfig(Section):
     minhash_threshold: float = Field(
         0.8, gt=0, le=1, description="near dedup: estimated Jaccard similarity of word "
         "shingles at or above which a candidate counts as a duplicate")
+    minhash_clustering: Literal["pairs", "components"] = Field(
+        "pairs", description="near dedup: which documents a verified pair drops. pairs: the "
+        "later document of each pair, so a document goes only for an earlier one it is itself "
+        "similar to; components: datatrove's rule, one document (the first in corpus order) "
+        "kept per connected component of the pairs, so a chain of partial overlaps drops "
+        "every document on it but the first")
     @model_validator(mode="after")
     def _consistent(self) -> "IngestConfig":
         if self.minhash_permutations % self.minhash_bands:

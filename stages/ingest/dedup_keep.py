@@ -8,11 +8,12 @@ its candidate parent's on at least `threshold` of the permutations. Only exact s
 are checked (lsh.py never sees the others); parents are read from their own files'
 signatures through memory maps, one file at a time.
 
-Unlike datatrove's clustering step (union-find over the pairs, one document kept per
-connected component), a document is dropped only for an earlier document it is itself
-similar to: with pairs 7~5 and 7~3 (5 and 3 share no bucket), datatrove keeps 3 alone,
-this keeps 3 and 5. Chains of partial overlaps therefore do not merge documents that are
-not near each other; it is what the single-driver path (lsh.py) has always kept.
+With `minhash_clustering: pairs` (the default), a document is dropped only for an
+earlier document it is itself similar to: with pairs 7~5 and 7~3 (5 and 3 share no
+bucket), this keeps 3 and 5, so chains of partial overlaps do not merge documents that are
+not near each other. With `components`, datatrove's clustering step decides instead (one
+document kept per connected component: 3 alone); dedup_components.py finds the components
+and this task reads the drops it wrote.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from stages.ingest.dedup_components import component_drops_path, verified_pairs_path
 from stages.ingest.dedup_partitions import (
+    PAIR_ENTRY,
     exact_drops_path,
     file_slice,
     near_pairs_path,
@@ -39,6 +42,7 @@ class KeepJob:
     threshold: float
     num_partitions: int
     dedup_dir: str
+    clustering: str = "pairs"  # IngestConfig.minhash_clustering
 
 
 @dataclass(frozen=True)
@@ -56,14 +60,13 @@ def build_keep_mask(job: KeepJob) -> FileKept:
     paths = read_file_list(job.dedup_dir)
     staging_path = paths[job.file_index]
     sizes = np.load(sizes_path(staging_path))
-    keep = np.ones(len(sizes), dtype=bool)
-    if job.dedup != "none":
-        for partition in range(job.num_partitions):
-            drops = np.load(exact_drops_path(job.dedup_dir, partition), mmap_mode="r")
-            keep[file_slice(drops, job.file_index)["row"]] = False
-    exact = keep.copy()
-    if job.dedup == "near":
-        keep[_near_duplicates(job, paths, exact)] = False
+    exact = _exact_survivors(job, len(sizes))
+    keep = exact.copy()
+    if job.dedup == "near" and job.clustering == "components":
+        drops = np.load(component_drops_path(job.dedup_dir), mmap_mode="r")
+        keep[file_slice(drops, job.file_index)["row"]] = False
+    elif job.dedup == "near":
+        keep[np.unique(verified_pairs(job, paths, exact)["row"]).astype(np.int64)] = False
     np.save(keep_path(staging_path), keep)
     near = exact & ~keep
     kept_sizes = sizes[keep]
@@ -75,22 +78,42 @@ def build_keep_mask(job: KeepJob) -> FileKept:
                     dict(zip(powers.tolist(), counts.tolist(), strict=True)))
 
 
-def _near_duplicates(job: KeepJob, paths: list[str], exact: np.ndarray) -> np.ndarray:
-    """Rows of this file whose signature agrees with a candidate parent's enough."""
+def write_verified_pairs(job: KeepJob) -> int:
+    """Step a of the components clustering (dedup_components.py): this file's verified
+    pairs, written for the components task; returns how many."""
+    paths = read_file_list(job.dedup_dir)
+    exact = _exact_survivors(job, len(np.load(sizes_path(paths[job.file_index]), mmap_mode="r")))
+    pairs = verified_pairs(job, paths, exact)
+    np.save(verified_pairs_path(job.dedup_dir, job.file_index), pairs)
+    return len(pairs)
+
+
+def _exact_survivors(job: KeepJob, num_documents: int) -> np.ndarray:
+    keep = np.ones(num_documents, dtype=bool)
+    if job.dedup != "none":
+        for partition in range(job.num_partitions):
+            drops = np.load(exact_drops_path(job.dedup_dir, partition), mmap_mode="r")
+            keep[file_slice(drops, job.file_index)["row"]] = False
+    return keep
+
+
+def verified_pairs(job: KeepJob, paths: list[str], exact: np.ndarray) -> np.ndarray:
+    """This file's candidate pairs (PAIR_ENTRY) whose document is an exact survivor and
+    whose signatures agree on at least `threshold` of the permutations; distinct, sorted."""
     pieces = [file_slice(np.load(near_pairs_path(job.dedup_dir, p), mmap_mode="r"),
                          job.file_index) for p in range(job.num_partitions)]
-    pairs = np.unique(np.concatenate(pieces))  # a pair found in several bands: once
-    pairs = pairs[exact[pairs["row"]]]
+    pairs = np.unique(np.concatenate(pieces)) if pieces else np.zeros(0, dtype=PAIR_ENTRY)
+    pairs = pairs[exact[pairs["row"]]]  # a pair found in several bands: once (np.unique)
     if len(pairs) == 0:
-        return np.zeros(0, dtype=np.int64)
+        return pairs
     own = np.load(_signatures_path(paths[job.file_index]), mmap_mode="r")
-    dropped = []
+    verified = []
     for start in range(0, len(pairs), _VERIFY_PAIRS):
         chunk = pairs[start:start + _VERIFY_PAIRS]
         parents = _parent_signatures(paths, chunk)
         agreement = (np.asarray(own[chunk["row"]]) == parents).mean(axis=1)
-        dropped.append(chunk["row"][agreement >= job.threshold])
-    return np.unique(np.concatenate(dropped)).astype(np.int64)
+        verified.append(chunk[agreement >= job.threshold])
+    return np.concatenate(verified)
 
 
 def _parent_signatures(paths: list[str], pairs: np.ndarray) -> np.ndarray:

@@ -7,11 +7,12 @@ occurrence" needs no global numbering.
 
 Exact: per digest, every (file, row) after the first is dropped.
 Near: per (band, key) bucket, an edge from each later document to the bucket's first
-(lsh.py's rule; verified against the signatures in step 3, dedup_keep.py). These are
-edges to the bucket's first document, not connected components: a document is dropped
-when it is similar enough to the first document of one of its buckets, whether or not
-that one is itself dropped, exactly as the single-driver path decides. So no union-find
-over the pairs is needed. Documents that exact dedup drops take part as well: a copy
+(lsh.py's rule; verified against the signatures in step 3, dedup_keep.py). Under
+`minhash_clustering: pairs` a document is dropped when it is similar enough to the first
+document of one of its buckets, whether or not that one is itself dropped, exactly as the
+single-driver path decides, so no union-find over the pairs is needed; under
+`components`, dedup_components.py joins the verified pairs into connected components
+first. Documents that exact dedup drops take part as well: a copy
 shares every bucket of its original, which comes earlier, so it is never a bucket's
 first, and its own edges are ignored in step 3; the firsts are the same as over the
 exact survivors alone.

@@ -7,20 +7,24 @@ of tasks, datatrove's MinHash stages in shape:
    its hash range (dedup_partitions.py);
 3. one task per file builds its keep mask, verifying the candidates against the MinHash
    signatures, and returns its totals (dedup_keep.py); the shard writers read the masks
-   (sharding.plan_kept_shards).
+   (sharding.plan_kept_shards). With `minhash_clustering: components`, two rounds come
+   first: per file, the verified pairs; then one task, the connected components
+   (dedup_components.py), whose drops the keep masks read.
 
 The driver holds per-file and per-partition metadata only, never anything per document:
 its memory grows with the number of files and partitions, not of documents (and the
 partition count only by one per ENTRIES_PER_PARTITION band entries). Tasks run on Ray when
 it is up (map_tasks), in this process otherwise. The documents kept are those of the
 single-driver path (sharding.keep_masks + lsh.near_duplicate_masks), first occurrence
-in corpus order; tests/unit/test_dedup_distributed.py checks both agree.
+in corpus order, under either clustering; tests/unit/test_dedup_distributed.py checks
+both agree.
 """
 
 from __future__ import annotations
 
 from stages.ingest.config import IngestConfig
-from stages.ingest.dedup_keep import FileKept, KeepJob, build_keep_mask
+from stages.ingest.dedup_components import write_component_drops
+from stages.ingest.dedup_keep import FileKept, KeepJob, build_keep_mask, write_verified_pairs
 from stages.ingest.dedup_partitions import (
     PartitionJob,
     find_duplicates,
@@ -44,8 +48,11 @@ def deduplicate(staged: list[StagedFile], staging_paths: list[str], config: Inge
         jobs = [PartitionJob(p, num_partitions, dedup_dir, config.dedup == "near")
                 for p in range(num_partitions)]
         map_tasks(find_duplicates, jobs, desc="ingest: dedup partitions")
-    keep_jobs = [KeepJob(i, config.dedup, config.minhash_threshold, num_partitions, dedup_dir)
-                 for i in range(len(staged))]
+    keep_jobs = [KeepJob(i, config.dedup, config.minhash_threshold, num_partitions, dedup_dir,
+                         config.minhash_clustering) for i in range(len(staged))]
+    if config.dedup == "near" and config.minhash_clustering == "components":
+        map_tasks(write_verified_pairs, keep_jobs, desc="ingest: verified pairs")
+        map_tasks(write_component_drops, [dedup_dir], desc="ingest: near-duplicate components")
     return map_tasks(build_keep_mask, keep_jobs, desc="ingest: keep masks")
 
 

@@ -11,6 +11,8 @@ Rule: a document is a near-duplicate when it shares an LSH band with an earlier 
 (corpus order) and their signatures agree on at least `threshold` of the permutations
 (the estimated Jaccard similarity of their shingles). Per band, each document is compared
 with the first document of its band bucket; first occurrence wins, as for exact dedup.
+With `minhash_clustering: components`, the verified pairs are edges of a graph instead,
+and each connected component keeps only its first document (datatrove's clustering).
 
 Memory in the driver stays small and flat per document: the per-file tasks wrote each
 file's band keys band-major (num_bands x docs, uint64) and its signatures to staging, and
@@ -33,8 +35,10 @@ _VERIFY_PAIRS = 65_536  # candidate pairs verified per step: 64 Ki x 2 x 128 x 4
 
 
 def near_duplicate_masks(files: list[CleanedFile], masks: list[np.ndarray], num_bands: int,
-                         threshold: float) -> list[np.ndarray]:
-    """Narrow `masks` (exact-dedup survivors per file) to drop near-duplicates."""
+                         threshold: float, clustering: str = "pairs") -> list[np.ndarray]:
+    """Narrow `masks` (exact-dedup survivors per file) to drop near-duplicates: the later
+    document of each verified pair (`clustering="pairs"`), or every document of a
+    connected component of the verified pairs but its first ("components")."""
     counts = np.array([int(mask.sum()) for mask in masks], dtype=np.int64)
     if counts.sum() == 0:
         return [mask.copy() for mask in masks]
@@ -42,16 +46,20 @@ def near_duplicate_masks(files: list[CleanedFile], masks: list[np.ndarray], num_
     # Documents are numbered 0..N-1 in corpus order over the survivors of every file.
     file_of = np.repeat(np.arange(len(files)), counts)
     row_of = np.concatenate([np.flatnonzero(mask) for mask in masks])
-    dropped = []
+    verified = []
     for start in range(0, len(children), _VERIFY_PAIRS):
         child, parent = children[start:start + _VERIFY_PAIRS], parents[start:start + _VERIFY_PAIRS]
         ends, index = np.unique(np.concatenate([child, parent]), return_inverse=True)
         signatures = _signatures(files, file_of[ends], row_of[ends])
         agreement = (signatures[index[:len(child)]] == signatures[index[len(child):]]).mean(axis=1)
-        dropped.append(child[agreement >= threshold])
+        similar = agreement >= threshold
+        verified.append(np.stack([child[similar], parent[similar]], axis=1))
+    pairs = np.concatenate(verified) if verified else np.zeros((0, 2), dtype=np.int64)
     drop = np.zeros(int(counts.sum()), dtype=bool)
-    if dropped:
-        drop[np.concatenate(dropped)] = True
+    if clustering == "components":
+        drop[not_first_of_component(pairs)] = True
+    else:
+        drop[pairs[:, 0]] = True
     narrowed, offset = [], 0
     for mask, count in zip(masks, counts.tolist(), strict=True):
         keep = mask.copy()
@@ -59,6 +67,26 @@ def near_duplicate_masks(files: list[CleanedFile], masks: list[np.ndarray], num_
         narrowed.append(keep)
         offset += count
     return narrowed
+
+
+def not_first_of_component(pairs: np.ndarray) -> np.ndarray:
+    """The documents of the graph whose edges are `pairs` (n x 2 document numbers, in
+    corpus order) that are not the first (smallest) of their connected component: what
+    datatrove's clustering step drops. Sorted. Only documents on an edge are nodes, so
+    memory follows the number of pairs, not of documents."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    if len(pairs) == 0:
+        return np.zeros(0, dtype=np.int64)
+    nodes, ends = np.unique(pairs, return_inverse=True)  # sorted: node i is the i-th smallest
+    ends = ends.reshape(pairs.shape)
+    graph = coo_matrix((np.ones(len(ends), dtype=np.int8), (ends[:, 0], ends[:, 1])),
+                       shape=(len(nodes), len(nodes)))
+    _, labels = connected_components(graph, directed=False)
+    first = np.full(labels.max() + 1, len(nodes))
+    np.minimum.at(first, labels, np.arange(len(nodes)))
+    return nodes[np.arange(len(nodes)) != first[labels]].astype(np.int64)
 
 
 def _candidate_pairs(files: list[CleanedFile], masks: list[np.ndarray],

@@ -1,8 +1,12 @@
 """The distributed dedup (dedup_run.py) keeps exactly the documents of the single-driver
 path, and writes the same shard bytes, on real books with planted exact and near
-duplicates, whatever the number of partitions (in this process, no Ray)."""
+duplicates, whatever the number of partitions (in this process, no Ray); under either
+near-dedup clustering (a verified pair drops its later document, or each connected
+component of pairs keeps its first), which differ on a chain of partial overlaps."""
 
 from __future__ import annotations
+
+import random
 
 import numpy as np
 import pytest
@@ -46,9 +50,11 @@ def corpus(data_dir, tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("dedup", ["near", "exact", "none"])
-def test_kept_documents_and_shards_match_the_single_driver_path(corpus, tmp_path, dedup):
-    config = IngestConfig(sources=[{"path": "books/*.txt"}], dedup=dedup, num_shards=5)
+@pytest.mark.parametrize("dedup, clustering", [("near", "pairs"), ("near", "components"),
+                                               ("exact", "pairs"), ("none", "pairs")])
+def test_kept_documents_and_shards_match_the_single_driver_path(corpus, tmp_path, dedup, clustering):
+    config = IngestConfig(sources=[{"path": "books/*.txt"}], dedup=dedup, num_shards=5,
+                          minhash_clustering=clustering)
     masks, shards = single_driver(config, corpus, tmp_path / "reference")
     exact_masks, _ = single_driver(config.model_copy(update={"dedup": "exact"}), corpus,
                                    tmp_path / "exact")
@@ -63,6 +69,26 @@ def test_kept_documents_and_shards_match_the_single_driver_path(corpus, tmp_path
             exact = sum(k.exact_duplicate[0] for k in kept)
             assert near >= 48 and exact >= 48, (near, exact)
             assert near == sum(int((e & ~m).sum()) for e, m in zip(exact_masks, masks))
+
+
+def test_components_drop_a_document_only_chained_to_the_first_and_pairs_keep_it(tmp_path):
+    """Three documents in corpus order: A and B each add 20 words of their own to one
+    120-word core, C is the core alone. C is near A and near B (estimated Jaccard 0.85 and
+    0.88, threshold 0.8), A and B are not near each other (0.75). pairs drops C only;
+    components ({A, B, C} through C) keep A alone, as datatrove would. Both paths agree."""
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(100_000)]
+    core, own_a, own_b = ([rng.choice(words) for _ in range(n)] for n in (120, 20, 20))
+    texts = [" ".join(own_a + core), " ".join(core + own_b), " ".join(core)]
+    (tmp_path / "chain.txt").write_text("\n\n".join(texts) + "\n", encoding="utf-8")
+    expected = {"pairs": [True, True, False], "components": [True, False, False]}
+    for clustering, keep in expected.items():
+        config = IngestConfig(sources=[{"path": "chain.txt"}], dedup="near", num_shards=1,
+                              minhash_clustering=clustering)
+        masks, _ = single_driver(config, tmp_path, tmp_path / f"single-{clustering}")
+        got, _, kept = distributed(config, tmp_path, tmp_path / f"distributed-{clustering}", 2)
+        assert [m.tolist() for m in masks] == [m.tolist() for m in got] == [keep], clustering
+        assert kept[0].near_duplicate[0] == keep.count(False)
 
 
 def test_more_partitions_than_documents_and_empty_files(tmp_path):

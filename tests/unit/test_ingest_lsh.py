@@ -97,3 +97,12 @@ def test_exact_dedup_keeps_first_occurrence_in_corpus_order(tmp_path):
     assert [m.tolist() for m in near_duplicate_masks(
         files, keep_masks(files, dedup=True), BANDS, THRESHOLD)] == [
         [True, True, False], [False, True], []]
+
+
+def test_not_first_of_component_keeps_the_smallest_document_of_each_component():
+    from stages.ingest.lsh import not_first_of_component
+
+    # 7~5, 7~3: one component {3, 5, 7}; 9~8 another; 12~11, 11~10 a chain.
+    pairs = np.array([[7, 5], [7, 3], [9, 8], [12, 11], [11, 10]])
+    assert not_first_of_component(pairs).tolist() == [5, 7, 9, 11, 12]
+    assert not_first_of_component(np.zeros((0, 2), dtype=np.int64)).tolist() == []
