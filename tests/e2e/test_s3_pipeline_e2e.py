@@ -55,9 +55,11 @@ def test_a_bucket_run_killed_mid_pretrain_resumes_from_the_bucket_on_an_empty_ma
     url = f"{make_bucket('e2e-runs')}/gpt-tiny"
     fs, root = filesystem(url)
     mirror = mirror_dir(url)
-    # One worker for the stages after pretrain: what is tested is where their files go.
+    # The stages after pretrain small (one worker, a few examples): what is tested is
+    # where their files go.
     args = (CONFIG, "-o", f"workdir={url}", "-o", f"ray.address={ray_address}",
-            "-o", "finetune.num_workers=1", "-o", "evaluate.num_workers=1")
+            "-o", "finetune.num_workers=1", "-o", "finetune.max_train_examples=64",
+            "-o", "evaluate.num_workers=1", "-o", "evaluate.tasks=[copa]", "-o", "evaluate.max_examples=4")
     log = tmp_path / "first.log"
 
     with open(log, "w") as handle:
