@@ -46,5 +46,5 @@ def write_component_drops(dedup_dir: str) -> int:
     dropped = not_first_of_component(np.stack([child, parent], axis=1))
     out = np.empty(len(dropped), dtype=DROP_ENTRY)
     out["file"], out["row"] = dropped >> 32, dropped & 0xFFFFFFFF
-    np.save(component_drops_path(dedup_dir), out)  # sorted: not_first_of_component is
+    np.save(component_drops_path(dedup_dir), out)  # sorted by (file, row), as dropped is
     return len(out)

@@ -24,7 +24,6 @@ import numpy as np
 
 from stages.ingest.dedup_components import component_drops_path, verified_pairs_path
 from stages.ingest.dedup_partitions import (
-    PAIR_ENTRY,
     exact_drops_path,
     file_slice,
     near_pairs_path,
@@ -102,8 +101,8 @@ def verified_pairs(job: KeepJob, paths: list[str], exact: np.ndarray) -> np.ndar
     whose signatures agree on at least `threshold` of the permutations; distinct, sorted."""
     pieces = [file_slice(np.load(near_pairs_path(job.dedup_dir, p), mmap_mode="r"),
                          job.file_index) for p in range(job.num_partitions)]
-    pairs = np.unique(np.concatenate(pieces)) if pieces else np.zeros(0, dtype=PAIR_ENTRY)
-    pairs = pairs[exact[pairs["row"]]]  # a pair found in several bands: once (np.unique)
+    pairs = np.unique(np.concatenate(pieces))  # a pair found in several bands: once
+    pairs = pairs[exact[pairs["row"]]]
     if len(pairs) == 0:
         return pairs
     own = np.load(_signatures_path(paths[job.file_index]), mmap_mode="r")
