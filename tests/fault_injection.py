@@ -8,6 +8,8 @@ pretrain run (tests/integration/test_pretrain_faults.py). Importable by Ray work
   after it logs step `freeze_at`, on the first attempt only (a marker file remembers):
   the run then waits, mid-run and after a committed checkpoint, for the test's kill;
   the restarted attempt runs through.
+- wait_forever_after_marking: a training loop that writes `config["marker"]` and then
+  sleeps, for a test that interrupts a run known to be training.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ from typing import Any
 
 from pipeline.context import StageContext
 from stages.tracking import MetricsLog
+
+
+def wait_forever_after_marking(config: dict) -> None:
+    Path(config["marker"]).write_text("started")
+    time.sleep(600)
 
 
 def pid_recording_loop(loop_config: dict) -> None:

@@ -6,7 +6,7 @@ worker group, polling workers). Measured on 2 cores: 6 s mid-training, 18 s whil
 worker group started, up to 136 s and three presses under load.
 
 Ours kills the controller without waiting, as SIGKILL of the driver would: the workers
-and the placement group go with it (Ray Train cleans up after a controller that died),
+go with it, `fit` then removes the placement group it held (placement_group_guard.py),
 a checkpoint that was not committed is never resumed from, and the caller gets
 KeyboardInterrupt straight away. Running the same run name again resumes from the last
 committed checkpoint.

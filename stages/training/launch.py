@@ -13,6 +13,7 @@ upload did not complete is never committed, so it is never resumed from.
 Within one `fit`, `max_failures` restarts the worker group after a worker or node dies,
 also from the last committed checkpoint. Ctrl-C kills the run at once and raises
 KeyboardInterrupt (stages/training/ctrl_c.py); committed checkpoints stay for the rerun.
+However the run ends, its CPUs are given back (stages/training/placement_group_guard.py).
 
 Workers get the repository on PYTHONPATH (so they import `stages` whether or not the
 project is pip-installed) and, without GPUs, DS_ACCELERATOR=cpu so that DeepSpeed picks
@@ -23,13 +24,15 @@ the caller, or Ray Train starts a local instance.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HEALTH_CHECK_INTERVAL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
 HEALTH_CHECK_INTERVAL_S = "0.25"
+PREEMPTION_WATCHER_ENV = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
 
 
 def fit(
@@ -55,6 +58,7 @@ def fit(
 
     from stages.training.ctrl_c import killed_at_once_on_ctrl_c, sigint_handler_restored
     from stages.training.no_dataset_manager import without_dataset_manager
+    from stages.training.placement_group_guard import new_run_key, placement_group_freed, recording_placement_group
 
     if num_workers < 1:
         raise ValueError(f"num_workers must be >= 1, got {num_workers}")
@@ -64,7 +68,9 @@ def fit(
     # does nothing took 17-26 s here, 14-19 s at 0.25 s. The driver's value reaches the
     # controller (Ray Train propagates it); one set by the user wins.
     os.environ.setdefault(HEALTH_CHECK_INTERVAL_ENV, HEALTH_CHECK_INTERVAL_S)
-    trainer = killed_at_once_on_ctrl_c(without_dataset_manager(TorchTrainer))(
+    placement_group_key = new_run_key()
+    trainer_class = recording_placement_group(without_dataset_manager(TorchTrainer), placement_group_key)
+    trainer = killed_at_once_on_ctrl_c(trainer_class)(
         train_loop_per_worker,
         train_loop_config=loop_config,
         # gloo on CPU; NCCL when the workers hold GPUs (TorchConfig's default).
@@ -83,8 +89,30 @@ def fit(
             worker_runtime_env={"env_vars": worker_env_vars(use_gpu)},
         ),
     )
-    with sigint_handler_restored():
+    with sigint_handler_restored(), placement_group_freed(placement_group_key), preemption_watcher_if_multinode():
         return trainer.fit()
+
+
+@contextmanager
+def preemption_watcher_if_multinode() -> Iterator[None]:
+    """Ray Train starts a PreemptionWatcher actor per run that polls Ray for nodes being
+    drained (spot instances going away). On a one-node Ray, as on a laptop or in `make
+    demo`, the node that would be drained also runs the driver, so it only costs a process:
+    3.2 CPU-seconds of a tiny run here. It is turned off for the runs started while the
+    cluster has one node (an autoscaler adding nodes later gets it back for later runs),
+    unless the user set RAY_TRAIN_ENABLE_PREEMPTION_WATCHER. Ray Train passes the driver's
+    value to the controller when the run starts."""
+    import ray
+
+    if (PREEMPTION_WATCHER_ENV in os.environ or not ray.is_initialized()
+            or sum(node["Alive"] for node in ray.nodes()) > 1):
+        yield
+        return
+    os.environ[PREEMPTION_WATCHER_ENV] = "0"
+    try:
+        yield
+    finally:
+        os.environ.pop(PREEMPTION_WATCHER_ENV, None)
 
 
 def worker_resources() -> dict[str, float]:

@@ -30,3 +30,16 @@ def test_datasets_given_keep_the_callback():
     # that no Ray starts here.
     trainer = without_dataset_manager(TorchTrainer)(noop, datasets={"train": lambda: None})
     assert DatasetsCallback.__name__ in callback_types(trainer)
+
+
+def test_the_placement_group_cleaner_is_replaced_by_the_recorder():
+    from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
+
+    from stages.training.placement_group_guard import PlacementGroupRecorder, recording_placement_group
+
+    plain, lean = TorchTrainer(noop), recording_placement_group(TorchTrainer, "placement-group/x")(noop)
+    assert PlacementGroupCleanerCallback.__name__ in callback_types(plain)
+    assert callback_types(lean) == (callback_types(plain) - {PlacementGroupCleanerCallback.__name__}
+                                    | {PlacementGroupRecorder.__name__})
+    (recorder,) = [c for c in lean._create_default_callbacks() if isinstance(c, PlacementGroupRecorder)]
+    assert recorder.key == "placement-group/x" and type(lean).__name__ == "TorchTrainer"
