@@ -52,7 +52,7 @@ from stages.pretrain.snapshots import record_snapshot, remove_partial_snapshots,
 from stages.training.checkpoint import report_checkpoint, restore_latest
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
 from stages.training.engine_settings import EngineSettings
-from stages.training.parallelize import parallelize_for
+from stages.training.parallelize import compile_loss_for, parallelize_for
 from stages.tracking import open_tracker
 
 
@@ -87,6 +87,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     # Activation checkpointing and per-block compilation wrap the model from outside; its
     # state dict names (checkpoints, exported weights) stay the plain model's.
     parallelize_for(model, cfg)
+    compile_loss_for(objective, cfg)  # the loss over the vocabulary, fused (pretrain.compile)
     # DeepSpeed config from the section's engine settings, with the user's raw DeepSpeed
     # JSON (read by the driver) merged over it; AdamW and the lr schedule from them too.
     engine = create_engine(model, EngineSettings.from_pretrain(cfg),

@@ -74,7 +74,8 @@ from stages.models.presets import build_preset
 from stages.pretrain.config import PretrainConfig
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
 from stages.training.engine_settings import EngineSettings
-from stages.training.parallelize import parallelize_for
+from stages.pretrain.objectives import CausalLM
+from stages.training.parallelize import compile_loss_for, parallelize_for
 
 dist.init_process_group("gloo", rank=0, world_size=1)
 ids = torch.randint(0, 512, (4, 32), generator=torch.Generator().manual_seed(0))
@@ -99,17 +100,19 @@ for name, settings in VARIANTS.items():
     model = build_preset("gpt-debug", num_layers=4, dropout=0.1)
     names = list(model.state_dict())
     parallelize_for(model, cfg)
+    objective = CausalLM(seq_len=32)
+    loss_compiled = compile_loss_for(objective, cfg)
     engine = create_engine(model, EngineSettings.from_pretrain(cfg))
     losses = []
     for step in range(cfg.max_steps):
         torch.manual_seed(100 + step)  # the same dropout masks in every variant
-        _, loss = engine(ids, labels=ids)
+        loss = objective(engine, {"input_ids": ids}).loss  # the training loop's step
         engine.backward(loss)
         optimizer_step(engine)
         losses.append(loss.item())
     state = full_fp32_state_dict(engine)
     results[name] = {"losses": losses, "names": list(state) == names, "global_steps": engine.global_steps,
-                     "fused": engine.optimizer.optimizer.defaults.get("fused"),
+                     "loss_compiled": loss_compiled, "fused": engine.optimizer.optimizer.defaults.get("fused"),
                      "weights": {n: t.double().sum().item() for n, t in state.items()}}
 print("RESULTS" + json.dumps(results))
 """
@@ -130,9 +133,11 @@ def test_checkpointing_trains_exactly_like_the_plain_model(engine_results):
         assert engine_results[name]["weights"] == plain["weights"], name
 
 
-def test_compiled_blocks_train_like_the_plain_model(engine_results):
+def test_compiled_blocks_and_loss_train_like_the_plain_model(engine_results):
     plain = engine_results["plain"]
+    assert not plain["loss_compiled"]
     for name in ("compiled", "compiled_full"):
+        assert engine_results[name]["loss_compiled"], name
         assert engine_results[name]["losses"] == pytest.approx(plain["losses"], rel=1e-4), name
         assert engine_results[name]["weights"] == pytest.approx(plain["weights"], rel=1e-3, abs=1e-3), name
 

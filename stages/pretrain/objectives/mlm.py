@@ -23,6 +23,7 @@ class MaskedLM:
     BERT and SpanBERT."""
 
     family = "bert"
+    loss_fn = staticmethod(prediction_loss)  # compiled from outside with pretrain.compile
 
     def __init__(self, seq_len: int, sentence_task: str, span_boundary: bool = False):
         if sentence_task not in SENTENCE_TASKS:
@@ -40,15 +41,15 @@ class MaskedLM:
         mlm_logits, pair_logits, _, *sbo = model(
             batch["input_ids"], attention_mask=batch["attention_mask"],
             token_type_ids=batch["token_type_ids"], **span_labels)  # (B, T, V), (B, 2)
-        loss, mlm = prediction_loss(mlm_logits.flatten(0, 1), batch["labels"].flatten(), label_smoothing)
+        loss, mlm = self.loss_fn(mlm_logits.flatten(0, 1), batch["labels"].flatten(), label_smoothing)
         parts = {"mlm": mlm}
         if self.sentence_task != "none":
-            pair_loss, parts[self.sentence_task] = prediction_loss(
+            pair_loss, parts[self.sentence_task] = self.loss_fn(
                 pair_logits, batch["next_sentence_label"], label_smoothing)
             loss = loss + pair_loss
         if self.span_boundary:
             (predictions,) = sbo  # logits (N, V), targets (N,)
-            sbo_loss, parts["sbo"] = prediction_loss(predictions.logits, predictions.targets, label_smoothing)
+            sbo_loss, parts["sbo"] = self.loss_fn(predictions.logits, predictions.targets, label_smoothing)
             loss = loss + sbo_loss
         return ObjectiveOutput(loss=loss, parts=parts)
 

@@ -35,6 +35,7 @@ class ReplacedTokenDetection:
 
     family = "bert"
     parts = ("mlm", "rtd")
+    loss_fn = staticmethod(prediction_loss)  # compiled from outside with pretrain.compile
 
     def __init__(self, seq_len: int):
         self.tokens_per_sample = seq_len
@@ -46,7 +47,7 @@ class ReplacedTokenDetection:
         generator_logits, discriminator_logits, replaced = model(
             batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"],
             labels=batch["labels"], sampler=sampler)  # (B, T, V), (B, T), (B, T)
-        mlm_loss, mlm = prediction_loss(generator_logits.flatten(0, 1), batch["labels"].flatten(), label_smoothing)
+        mlm_loss, mlm = self.loss_fn(generator_logits.flatten(0, 1), batch["labels"].flatten(), label_smoothing)
         rtd_loss, rtd = detection_loss(discriminator_logits, replaced, batch["attention_mask"])
         rtd_weight = float(_unwrapped(model).config.rtd_weight)
         return ObjectiveOutput(loss=mlm_loss + rtd_weight * rtd_loss, parts={"mlm": mlm, "rtd": rtd},

@@ -14,6 +14,7 @@ class SpanCorruption:
 
     family = "t5"
     parts = ("span",)
+    loss_fn = staticmethod(prediction_loss)  # compiled from outside with pretrain.compile
 
     def __init__(self, seq_len: int, targets_length: int):
         self.seq_len, self.targets_length = seq_len, targets_length
@@ -22,7 +23,7 @@ class SpanCorruption:
     def __call__(self, model, batch: dict[str, torch.Tensor], label_smoothing: float = 0.0) -> ObjectiveOutput:
         logits, _ = model(batch["input_ids"], attention_mask=batch["attention_mask"],
                           decoder_input_ids=batch["decoder_input_ids"])  # (B, T, V)
-        loss, stats = prediction_loss(logits.flatten(0, 1), batch["labels"].flatten(), label_smoothing)
+        loss, stats = self.loss_fn(logits.flatten(0, 1), batch["labels"].flatten(), label_smoothing)
         return ObjectiveOutput(loss=loss, parts={"span": stats})
 
     def flops_per_sample(self, model) -> int:
