@@ -11,7 +11,9 @@ Our driver is the one place that always learns of the controller's death: `fit` 
 (ActorDiedError, or KeyboardInterrupt after stages/training/ctrl_c.py killed it). So the
 controller only records its placement group's id, in Ray's internal key-value store under
 a key of this run, and the driver removes that group when `fit` ends if it is still held.
-A driver that dies takes its job's placement groups with it, as before.
+A driver that dies takes its job's placement groups with it, as before; the record it
+leaves is forgotten by the next run's driver (`forget_finished_records`), so a long-lived
+cluster's key-value store does not collect one key per killed driver.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import ray
-from ray.experimental.internal_kv import _internal_kv_del, _internal_kv_get, _internal_kv_put
+from ray.experimental.internal_kv import _internal_kv_del, _internal_kv_get, _internal_kv_list, _internal_kv_put
 from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
 from ray.train.v2._internal.execution.callback import WorkerGroupCallback
 
 KV_NAMESPACE = "pretrain-pipeline"
+KEY_PREFIX = "placement-group/"
 STATES_STILL_HELD = ("PENDING", "PREPARED", "CREATED", "RESCHEDULING")
 
 
@@ -62,24 +65,50 @@ def recording_placement_group(trainer_class: type, key: str) -> type:
 
 
 def new_run_key() -> str:
-    return f"placement-group/{uuid.uuid4().hex}"
+    return f"{KEY_PREFIX}{uuid.uuid4().hex}"
 
 
 @contextmanager
 def placement_group_freed(key: str) -> Iterator[None]:
     """Around `fit` on the driver: afterwards, however it ended, remove the placement
-    group the run's controller recorded under `key` if nothing removed it."""
+    group the run's controller recorded under `key` if nothing removed it. Before, forget
+    the records of runs whose groups are gone (their drivers were killed)."""
+    forget_finished_records()
     try:
         yield
     finally:
         remove_if_held(key)
 
 
+def forget_finished_records() -> int:
+    """Delete every record whose placement group is no longer held (a run whose driver
+    died before its `finally`; Ray removed the group with the driver's job). Records of
+    runs still going are kept. Returns how many were deleted."""
+    from ray.util.placement_group import placement_group_table
+
+    if not ray.is_initialized():
+        return 0
+    forgotten = 0
+    for key in _internal_kv_list(KEY_PREFIX, namespace=KV_NAMESPACE):
+        recorded = _internal_kv_get(key, namespace=KV_NAMESPACE)
+        if recorded is not None and placement_group_table(_group(recorded)).get("state") in STATES_STILL_HELD:
+            continue
+        _internal_kv_del(key, namespace=KV_NAMESPACE)
+        forgotten += 1
+    return forgotten
+
+
+def _group(recorded: bytes):
+    from ray._raylet import PlacementGroupID
+    from ray.util.placement_group import PlacementGroup
+
+    return PlacementGroup(PlacementGroupID(bytes.fromhex(recorded.decode())))
+
+
 def remove_if_held(key: str) -> bool:
     """Remove the placement group recorded under `key` if it is still held; forget the
     key. True when a group was removed (its controller died without removing it)."""
-    from ray._raylet import PlacementGroupID
-    from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
+    from ray.util.placement_group import placement_group_table, remove_placement_group
 
     if not ray.is_initialized():
         return False
@@ -87,7 +116,7 @@ def remove_if_held(key: str) -> bool:
     if recorded is None:
         return False
     _internal_kv_del(key, namespace=KV_NAMESPACE)
-    group = PlacementGroup(PlacementGroupID(bytes.fromhex(recorded.decode())))
+    group = _group(recorded)
     if placement_group_table(group).get("state") not in STATES_STILL_HELD:
         return False
     remove_placement_group(group)

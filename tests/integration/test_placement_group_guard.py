@@ -1,6 +1,7 @@
 """A Ray Train run whose controller is killed (one Ctrl-C, stages/training/ctrl_c.py) still
 gives its CPUs back: the controller recorded its placement group, and `fit` removed it on
-the way out, without Ray Train's per-run PlacementGroupCleaner actor. Real Ray (the
+the way out, without Ray Train's per-run PlacementGroupCleaner actor; the record a killed
+driver left behind is forgotten by the next run. Real Ray (the
 session instance), a real 1-worker run through stages.training.launch.fit."""
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ def held_groups(ray) -> list[dict]:
     return [group for group in placement_group_table().values() if group["state"] != "REMOVED"]
 
 
+def removed_group_id(ray) -> str:
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    group = placement_group([{"CPU": 1}])
+    ray.get(group.ready(), timeout=60)
+    remove_placement_group(group)
+    return group.id.hex()
+
+
 def interrupt_once_training_started(marker: Path) -> None:
     deadline = time.monotonic() + 120
     while not marker.exists() and time.monotonic() < deadline:
@@ -32,13 +42,16 @@ def interrupt_once_training_started(marker: Path) -> None:
 
 
 def test_a_killed_controllers_placement_group_is_removed_by_fit(ray_session, tmp_path):
-    from ray.experimental.internal_kv import _internal_kv_list
+    from ray.experimental.internal_kv import _internal_kv_list, _internal_kv_put
 
     from stages.training.launch import fit
     from stages.training.placement_group_guard import KV_NAMESPACE
 
     ray = ray_session
     assert not held_groups(ray)
+    # A record left by a killed driver whose job took its group along: forgotten by this run.
+    stale_key = f"placement-group/stale-{tmp_path.name}"
+    _internal_kv_put(stale_key, removed_group_id(ray), namespace=KV_NAMESPACE)
     marker = tmp_path / "started"
     interrupter = threading.Thread(target=interrupt_once_training_started, args=(marker,), daemon=True)
     interrupter.start()
