@@ -31,7 +31,7 @@ VARIANT_LAYER_NORM_EPS = {"transformer": 1e-5}
 
 class ModelConfig(Section):
     preset: str | None = Field(
-        None, description="a named shape from stages/models/presets.py (gpt2-small, gpt2-medium, "
+        None, description="a named shape from stages/preset_shapes.py (gpt2-small, gpt2-medium, "
         "gpt2-large, bert-base, bert-large, albert-base, albert-large, albert-xlarge, "
         "electra-small, electra-base, t5-small, "
         "t5-base, t5-v1_1-small, transformer-base, transformer-big, ...): sets family and every "
@@ -155,7 +155,7 @@ class ModelConfig(Section):
     @classmethod
     def _preset_exists(cls, name: str | None) -> str | None:
         if name is not None:
-            from stages.models.presets import preset_shape
+            from stages.preset_shapes import preset_shape
 
             preset_shape(name)  # ValueError: "unknown model preset ...; did you mean ...?"
         return name
@@ -314,7 +314,7 @@ class ModelConfig(Section):
     def _preset_extras(self) -> dict[str, Any]:
         if self.preset is None:
             return {}
-        from stages.models.presets import FIELDS_FROM_DATA, preset_shape
+        from stages.preset_shapes import FIELDS_FROM_DATA, preset_shape
 
         _, fields = preset_shape(self.preset)
         return {name: value for name, value in fields.items()
@@ -322,9 +322,8 @@ class ModelConfig(Section):
 
 
 def _preset_shape(name: str) -> tuple[str, dict[str, Any]] | None:
-    """(family, fields) of a preset, None for an unknown name. Imports the model package
-    (and torch) only when a config names a preset."""
-    from stages.models.presets import preset_shape
+    """(family, fields) of a preset, None for an unknown name."""
+    from stages.preset_shapes import preset_shape
 
     try:
         return preset_shape(name)

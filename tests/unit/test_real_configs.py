@@ -8,6 +8,9 @@ test_deepspeed_config.py)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,7 @@ import pytest
 from pipeline.config import ConfigError, load_config
 from pipeline.planner import plan
 from stages.models.build import padded_vocab_size
-from stages.models.presets import preset_shape
+from stages.preset_shapes import preset_shape
 from stages.pretrain.config import ModelConfig, PretrainConfig
 from tests.engine_subprocess import run_engine_script
 
@@ -170,3 +173,18 @@ def test_real_width_trains_two_steps_through_deepspeed_on_cpu(name, smoke_result
     # Full width and full (padded) vocabulary.
     assert result["embedding"] == [rows, fields["hidden_size"]]
     assert result["zero_stage"] == 1  # the config's
+
+
+@pytest.mark.parametrize("name", REAL_CONFIGS)
+def test_planning_a_preset_config_imports_no_torch(name, tmp_path):
+    # `pretrain plan` must start fast: the preset table is plain data (stages/preset_shapes.py).
+    code = (
+        "import sys\nfrom pipeline.cli import main\n"
+        f"assert main(['plan', {str(REPO_ROOT / 'configs' / f'{name}.yaml')!r}, "
+        f"'-o', 'workdir={tmp_path / 'work'}']) == 0\n"
+        "heavy = {'torch', 'ray', 'deepspeed'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    env = {**os.environ, "DATA_DIR": str(tmp_path / "data")}
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
