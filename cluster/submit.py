@@ -77,7 +77,7 @@ def prepare(submission: Submission, environ: dict[str, str] | None = None) -> Pr
         raise ClusterError(str(error), exit_code=2) from None
     _check_max_concurrent(submission, sweep)
     if sweep:
-        name, workdir, data_cfg = sweep.name, str(sweep.root), sweep.points[0].config
+        name, workdir, data_cfg = sweep.name, sweep.where, sweep.points[0].config
     else:
         name, data_cfg = cfg.name, cfg
         workdir = cfg.workdir if cfg.workdir and is_url(cfg.workdir) else str(cfg.resolved_workdir)

@@ -164,8 +164,8 @@ def _plan_sweep(config: str, overrides: list[str], selection: Selection = Select
 
     sweep = expand_sweep(config, overrides)
     _, uses = plan_sweep(sweep, selection)
-    print(f"sweep {sweep.name}: {len(sweep.points)} points under {sweep.root}, "
-          f"stage outputs shared in {sweep.store}")
+    print(f"sweep {sweep.name}: {len(sweep.points)} points under {sweep.where}, "
+          f"stage outputs shared in {sweep.location('store')}")
     print(format_table(["point", "overrides"],
                        [[p.name, ", ".join(f"{k}={v}" for k, v in p.overrides.items())] for p in sweep.points]))
     print(format_table(["stage", "fingerprint", "read by", "decision"], format_plan(sweep, uses)))

@@ -4,7 +4,8 @@ the end of `pretrain sweep`), and the data `pretrain dashboard ROOT` serves live
     write_runs_report("runs/lr-sweep")   # -> runs/lr-sweep/sweep.html, runs/lr-sweep/sweep.md
 
 Runs are found afresh on every call (`pipeline.run_discovery`), so a sweep point that
-started since the last call shows up. A run that cannot be read (its pipeline.json being
+started since the last call shows up; `run_dirs` names them instead (an object-store
+sweep's points, s3://... URLs, which no folder listing finds). A run that cannot be read (its pipeline.json being
 replaced, a stage folder removed) is listed as a problem above the table instead of
 failing the page.
 """
@@ -26,10 +27,11 @@ HTML_FILE = "sweep.html"
 MARKDOWN_FILE = "sweep.md"
 
 
-def write_runs_report(root: str | Path, output_dir: str | Path | None = None) -> tuple[Path, Path]:
+def write_runs_report(root: str | Path, output_dir: str | Path | None = None, *,
+                      run_dirs: list[str] | None = None) -> tuple[Path, Path]:
     """Writes sweep.html and sweep.md (into `root` unless `output_dir`); returns their paths.
     Raises ConfigError (nothing written) when `root` holds no run."""
-    html, markdown, _ = render_runs(root)
+    html, markdown, _ = render_runs(root, run_dirs=run_dirs)
     output_dir = Path(output_dir) if output_dir is not None else Path(root)
     output_dir.mkdir(parents=True, exist_ok=True)
     html_path, markdown_path = output_dir / HTML_FILE, output_dir / MARKDOWN_FILE
@@ -40,20 +42,20 @@ def write_runs_report(root: str | Path, output_dir: str | Path | None = None) ->
 
 def render_runs(root: str | Path, *, poll_seconds: float | None = None,
                 scaling: Callable[[list[RunSource]], tuple[str, str]] = scaling_parts,
-                ) -> tuple[str, str, dict[str, Any]]:
-    """(html, markdown, table) of every run under `root` as they are on disk now;
-    `poll_seconds`: the page polls runs.json that often (served by the dashboard)."""
-    table, scaling_markdown = runs_table(root, scaling=scaling)
+                run_dirs: list[str] | None = None) -> tuple[str, str, dict[str, Any]]:
+    """(html, markdown, table) of every run under `root` (or of `run_dirs`) as they are
+    now; `poll_seconds`: the page polls runs.json that often (served by the dashboard)."""
+    table, scaling_markdown = runs_table(root, scaling=scaling, run_dirs=run_dirs)
     return (run_table_html(table, poll_seconds=poll_seconds),
             run_table_markdown(table, scaling_markdown=scaling_markdown), table)
 
 
-def runs_table(root: str | Path, *, scaling: Callable[[list[RunSource]], tuple[str, str]] = scaling_parts
-               ) -> tuple[dict[str, Any], str]:
+def runs_table(root: str | Path, *, scaling: Callable[[list[RunSource]], tuple[str, str]] = scaling_parts,
+               run_dirs: list[str] | None = None) -> tuple[dict[str, Any], str]:
     """(the table with its "scaling_html", the scaling section as Markdown); `scaling`
     draws that section (the dashboard passes a ScalingCache)."""
     root = Path(root)
-    sources, locked, problems = load_runs(root)
+    sources, locked, problems = load_runs(root, run_dirs)
     table = build_run_table(sources, root=root, locked=locked, problems=problems)
     table["scaling_html"], scaling_markdown = scaling(sources)
     return table, scaling_markdown
@@ -75,13 +77,15 @@ class ScalingCache:
         return self.parts
 
 
-def load_runs(root: Path) -> tuple[list[RunSource], set[Path], list[dict[str, str]]]:
-    """(the runs under `root`, those with a stage lock held now, runs that could not be read)."""
+def load_runs(root: Path, run_dirs: list[str] | None = None
+              ) -> tuple[list[RunSource], set[Path], list[dict[str, str]]]:
+    """(the runs under `root` or in `run_dirs`, those with a stage lock held now, runs that
+    could not be read)."""
     sources, locked, problems = [], set(), []
-    for run_dir in find_run_dirs(root):
+    for run_dir in (find_run_dirs(root) if run_dirs is None else run_dirs):
         try:
             source = load_run_source(run_dir)
-            if holds_stage_lock(source):
+            if holds_stage_lock(source, run_dir):
                 locked.add(source.run_dir)
         except (ConfigError, OSError, ValueError) as error:  # being rewritten, or damaged
             problems.append({"run_dir": str(run_dir), "error": f"{type(error).__name__}: {error}"})
@@ -90,10 +94,12 @@ def load_runs(root: Path) -> tuple[list[RunSource], set[Path], list[dict[str, st
     return sources, locked, problems
 
 
-def holds_stage_lock(source: RunSource) -> bool:
-    """A driver is writing one of the run's unfinished stages right now."""
+def holds_stage_lock(source: RunSource, location: str | Path | None = None) -> bool:
+    """A driver is writing one of the run's unfinished stages right now. `location`: where
+    the run lives when that is not source.run_dir (an object-store run's URL; run_dir is
+    then this machine's mirror of it)."""
     unfinished = [s for s in source.stages if s.fingerprint and s.state in ("incomplete", "not run")]
     if not unfinished or source.run_dir is None:
         return False
-    store = run_store(source.run_dir)
+    store = run_store(location if location is not None and "://" in str(location) else source.run_dir)
     return any(store.lock_holder(s.stage, s.fingerprint) is not None for s in unfinished)

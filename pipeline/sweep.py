@@ -10,6 +10,10 @@ A `-o` axis replaces a YAML axis of the same key; other `-o` overrides apply to 
 Every point is an experiment named `<sweep>-<point>` with its workdir at
 `<sweep root>/<point>` and its stage outputs in `<sweep root>/store`: points that agree on
 a stage's fingerprint (its config section and inputs) share one output, computed once.
+The root is the base config's workdir: a folder, or an object-store URL (s3://...), in
+which case every point's workdir and the shared store are URLs under it and the sweep's
+own files (sweep.json, logs, sweep.html / .md) are kept in this machine's mirror of the
+root and uploaded beside them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 import yaml
 
 from pipeline.config import ConfigError, ExperimentConfig, load_config
+from pipeline.object_store import join
 from pipeline.sweep_config import RESERVED_KEYS
 from stages.section import flatten
 
@@ -41,14 +46,24 @@ class SweepPoint:
 @dataclass
 class Sweep:
     name: str
-    root: Path
+    root: Path  # the sweep's own files: the root folder, or this machine's mirror of root_url
     config_path: str
     points: list[SweepPoint]
     max_concurrent: int | None
+    root_url: str | None = None  # an object-store root (s3://...), else None
 
     @property
     def store(self) -> Path:
         return self.root / STORE_DIR
+
+    @property
+    def where(self) -> str:
+        """The root as the user named it (the URL of an object-store sweep)."""
+        return self.root_url or str(self.root)
+
+    def location(self, name: str) -> str:
+        """Where `name` (a point's workdir, or the store) lives: under the URL or the folder."""
+        return join(self.root_url, name) if self.root_url else str(self.root / name)
 
 
 def expand_sweep(config_path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Sweep:
@@ -72,21 +87,23 @@ def expand_sweep(config_path: str | Path, overrides: list[str] | tuple[str, ...]
         raise ConfigError(
             f"{config_path}: nothing to sweep: add a `sweep:` section (sweep.grid or sweep.points) "
             f"or give an axis as -o key=[v1,v2], e.g. -o pretrain.lr=[1e-3,3e-3]")
-    if base.workdir_url or base.store_url:
+    if base.store_url and not base.workdir_url:
         raise ConfigError(
-            f"{config_path}: a sweep's root must be a folder for now (its points' workdirs and "
-            f"shared store live under it); run each point with `pretrain run` and an s3:// workdir, "
-            f"or sweep into a shared mount such as /mnt/shared/sweeps/NAME")
-    root = base.resolved_workdir
+            f"{config_path}: store is {base.store_url} but workdir is a folder: a sweep keeps its "
+            f"points' workdirs and their shared store under one root; set workdir to the object-store "
+            f"URL (e.g. -o workdir={base.store_url}) and remove store")
+    root = base.resolved_workdir  # a folder, or this machine's mirror of workdir's URL
+    sweep = Sweep(base.name, root, str(config_path), [], section.max_concurrent if section else None,
+                  root_url=base.workdir_url)
     point_values = [_validated_values(config_path, plain_overrides, values) for values in point_values]
     points = []
     for name, values in zip(point_names(point_values), point_values):
         cli = [*plain_overrides, *(f"{key}={json.dumps(value)}" for key, value in values.items()),
-               f"name={base.name}-{name}", f"workdir={root / name}", f"store={root / STORE_DIR}",
-               "sweep=", *_default_group(base, values)]
+               f"name={base.name}-{name}", f"workdir={sweep.location(name)}",
+               f"store={sweep.location(STORE_DIR)}", "sweep=", *_default_group(base, values)]
         points.append(SweepPoint(name, values, load_config(config_path, cli), cli))
-    return Sweep(base.name, root, str(config_path), points,
-                 section.max_concurrent if section else None)
+    sweep.points = points
+    return sweep
 
 
 def _validated_values(config_path, plain_overrides: list[str], values: dict[str, Any]) -> dict[str, Any]:

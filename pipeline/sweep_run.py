@@ -16,6 +16,11 @@ share is one directory, computed once:
 A sweep resumes like a run: the same command again skips finished points (every stage
 cached) and re-runs the others, whose stages resume from their checkpoints.
 `<root>/sweep.json` records each point's state, for `pretrain dashboard` and for people.
+
+With an object-store root (workdir: s3://...), the points and the store are URLs under
+it; sweep.json, the logs and the summary are written in this machine's mirror of the
+root and copied to the same names under the URL each time they change (`publish`), so
+another machine reads the sweep's state from the bucket.
 """
 
 from __future__ import annotations
@@ -95,6 +100,7 @@ class SweepIndex:
     """`<root>/sweep.json`, rewritten atomically whenever a point changes state."""
 
     def __init__(self, sweep: Sweep):
+        self.sweep = sweep
         self.path = sweep.root / SWEEP_INDEX
         self.lock = threading.Lock()
         previous = _read_json(self.path).get("points", [])
@@ -120,6 +126,7 @@ class SweepIndex:
 
     def save(self) -> None:
         write_json_atomic(self.path, self.data)
+        publish(self.sweep, SWEEP_INDEX)
 
 
 def run_sweep(sweep: Sweep, *, selection: Selection = Selection(), max_concurrent: int | None = None,
@@ -131,6 +138,8 @@ def run_sweep(sweep: Sweep, *, selection: Selection = Selection(), max_concurren
                           "be rebuilt once per point. Force it in one point (pretrain run "
                           "CONFIG -o ... --force STAGE with that point's overrides), then sweep")
     sweep.root.mkdir(parents=True, exist_ok=True)
+    # Another machine's sweep of this root: its state and logs, so that they go on.
+    fetch_published(sweep, SWEEP_INDEX, SHARED_LOG, *(f"{p.name}/{POINT_LOG}" for p in sweep.points))
     decisions, uses = plan_sweep(sweep, selection)
     index = SweepIndex(sweep)
     finished = [p for p in sweep.points if not any(d.action == "run" for d in decisions[p.name])]
@@ -147,7 +156,7 @@ def run_sweep(sweep: Sweep, *, selection: Selection = Selection(), max_concurren
             if shared:
                 if not runner.run_shared(shared):
                     echo("error: a shared stage failed: no point can run; see "
-                         f"{sweep.root / SHARED_LOG}")
+                         f"{sweep.location(SHARED_LOG)}")
                     return 1
             echo(f"running {len(pending)} point(s), at most {limit} at a time "
                  f"({len(finished)} already finished)")
@@ -162,9 +171,9 @@ def run_sweep(sweep: Sweep, *, selection: Selection = Selection(), max_concurren
     _write_reports(sweep, echo)
     if failed:
         echo(f"error: {len(failed)} point(s) failed: {', '.join(failed)} (each one's log: "
-             f"{sweep.root}/<point>/{POINT_LOG}); the same command retries them")
+             f"{sweep.where}/<point>/{POINT_LOG}); the same command retries them")
         return 1
-    echo(f"sweep {sweep.name}: {len(sweep.points)} points done in {sweep.root}")
+    echo(f"sweep {sweep.name}: {len(sweep.points)} points done in {sweep.where}")
     return 0
 
 
@@ -241,7 +250,7 @@ class PointRunner:
             self.echo(f"[shared] {', '.join(stages)}: once for every point that reads them "
                       f"(in {representative}'s config)")
             only = [arg for stage in stages for arg in ("--only", stage)]
-            code, _, _ = self._child(by_name[representative], only, self.sweep.root / SHARED_LOG, "shared")
+            code, _, _ = self._child(by_name[representative], only, SHARED_LOG, "shared")
             if code != 0:
                 return False
         return True
@@ -250,19 +259,21 @@ class PointRunner:
         started = time.time()
         self.index.update(point.name, state="running", started=started)
         self.echo(f"[{point.name}] running ({_overrides_text(point)})")
-        log = self.sweep.root / point.name / POINT_LOG
+        log = f"{point.name}/{POINT_LOG}"
         code, ran, reused = self._child(point, self.selection_args, log, point.name)
         ended = time.time()
         state = "done" if code == 0 else ("interrupted" if code in (130, -2) else "failed")
         self.index.update(point.name, state=state, ended=ended, wall_seconds=ended - started,
                           exit_code=code, ran=ran, reused=reused)
         self.echo(f"[{point.name}] {state} in {ended - started:.0f}s"
-                  + ("" if code == 0 else f" (exit {code}; log {log})"))
+                  + ("" if code == 0 else f" (exit {code}; log {self.sweep.location(log)})"))
         return code == 0
 
-    def _child(self, point: SweepPoint, extra: list[str], log_path: Path, prefix: str):
-        """Run one `pretrain run`, its output appended to `log_path`; stage lines and
-        errors are echoed with the point's name. -> (exit code, stages run, stages reused)."""
+    def _child(self, point: SweepPoint, extra: list[str], log_name: str, prefix: str):
+        """Run one `pretrain run`, its output appended to the log `log_name` (relative to
+        the sweep's root; published when the child ends); stage lines and errors are
+        echoed with the point's name. -> (exit code, stages run, stages reused)."""
+        log_path = self.sweep.root / log_name
         log_path.parent.mkdir(parents=True, exist_ok=True)
         ran, reused = [], []
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -289,6 +300,7 @@ class PointRunner:
                 child.terminate()  # Ctrl-C reached the child too; give it time to save
                 child.wait(timeout=60)
                 raise
+        publish(self.sweep, log_name)
         return code, ran, reused
 
 
@@ -300,10 +312,42 @@ def _write_reports(sweep: Sweep, echo) -> None:
     from pipeline.runs_report import write_runs_report  # the report code, loaded only at the end
 
     try:
-        html, markdown = write_runs_report(sweep.root)
-        echo(f"wrote {html} and {markdown}")
+        # An object-store sweep's points are URLs: named, since no folder listing finds them.
+        run_dirs = [sweep.location(p.name) for p in sweep.points] if sweep.root_url else None
+        html, markdown = write_runs_report(sweep.root, run_dirs=run_dirs)
+        publish(sweep, html.name, markdown.name)
+        echo(f"wrote {sweep.location(html.name)} and {sweep.location(markdown.name)}")
     except Exception as error:  # noqa: BLE001 - the points' results stand without the summary
         echo(f"warning: could not write the sweep's summary: {type(error).__name__}: {error}")
+
+
+def publish(sweep: Sweep, *names: str) -> None:
+    """Copy the sweep's own files `names` (relative to its root) from this machine's
+    mirror to the same names under an object-store root. A folder root needs nothing."""
+    if not sweep.root_url:
+        return
+    from pipeline.object_store import filesystem, join
+
+    fs, base = filesystem(sweep.root_url)
+    for name in names:
+        local = sweep.root / name
+        if local.is_file():
+            fs.put_file(str(local), join(base, name))
+
+
+def fetch_published(sweep: Sweep, *names: str) -> None:
+    """The reverse of `publish` for the files this machine's mirror lacks (a sweep
+    resumed on another machine keeps its points' states and appends to their logs)."""
+    if not sweep.root_url:
+        return
+    from pipeline.object_store import filesystem, join
+
+    fs, base = filesystem(sweep.root_url)
+    for name in names:
+        local = sweep.root / name
+        if not local.exists() and fs.exists(join(base, name)):
+            local.parent.mkdir(parents=True, exist_ok=True)
+            fs.get_file(join(base, name), str(local))
 
 
 def _read_json(path: Path) -> dict:

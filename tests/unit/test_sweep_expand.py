@@ -199,3 +199,22 @@ def test_nothing_to_sweep_says_how_to_make_one(write_config):
         expand_sweep(write_config(), ["pretrain.lr=0.002"])
     with pytest.raises(ConfigError, match="nothing to sweep"):
         expand_sweep(write_config(GRID_2X2), ["sweep="])  # the section switched off
+
+
+def test_an_object_store_root_puts_every_point_and_the_store_under_the_url(write_config, tmp_path, monkeypatch):
+    from pipeline.mirror import mirror_dir
+
+    monkeypatch.setenv("PRETRAIN_MIRROR", str(tmp_path / "mirror"))
+    url = "s3://bucket/sweeps/sw"
+    sweep = expand_sweep(write_config(GRID_2X2), [f"workdir={url}/"])
+    assert sweep.root_url == f"{url}/" and sweep.where == f"{url}/"
+    assert sweep.root == mirror_dir(url)  # sweep.json, logs and the summary are staged here
+    for point in sweep.points:
+        assert point.config.workdir == f"{url}/{point.name}"
+        assert point.config.store_url == f"{url}/store"  # one shared store, in the bucket
+    assert sweep.location("sweep.json") == f"{url}/sweep.json"
+
+
+def test_a_bucket_store_with_a_folder_root_is_refused_naming_the_fix(write_config):
+    with pytest.raises(ConfigError, match=r"store is s3://bucket/x but workdir is a folder.*-o workdir=s3://bucket/x"):
+        expand_sweep(write_config(GRID_2X2), ["store=s3://bucket/x"])
