@@ -207,7 +207,7 @@ def test_an_object_store_root_puts_every_point_and_the_store_under_the_url(write
     monkeypatch.setenv("PRETRAIN_MIRROR", str(tmp_path / "mirror"))
     url = "s3://bucket/sweeps/sw"
     sweep = expand_sweep(write_config(GRID_2X2), [f"workdir={url}/"])
-    assert sweep.root_url == f"{url}/" and sweep.where == f"{url}/"
+    assert sweep.where == sweep.root_url == url  # as the config holds it: no trailing slash
     assert sweep.root == mirror_dir(url)  # sweep.json, logs and the summary are staged here
     for point in sweep.points:
         assert point.config.workdir == f"{url}/{point.name}"
