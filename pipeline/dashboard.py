@@ -7,7 +7,9 @@ show the side-by-side comparison; the page reloads itself with a meta refresh.
 A ROOT that is not a run but holds runs (a sweep's root, a folder of experiments) shows
 every run under it in one table (`pipeline.runs_report`): the page at / polls /runs.json
 and redraws in place, keeping its sort, filter and selection; runs are found again on
-every request, so new sweep points appear. /sweep.md is the same table as Markdown.
+every request, so new sweep points appear. /sweep.md is the same table as Markdown. The
+root of a sweep in a bucket (s3://.../NAME, with its sweep.json) shows the points that
+sweep.json names, read from the bucket.
 Plain stdlib http.server: no extra dependency for people without wandb.
 """
 
@@ -18,7 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from pipeline.compare import render_comparison
-from pipeline.run_discovery import find_run_dirs, is_runs_root
+from pipeline.config import ConfigError
+from pipeline.run_discovery import bucket_sweep_points, find_run_dirs, is_runs_root
 from pipeline.run_source import load_run_source
 from pipeline.runs_report import ScalingCache, render_runs, runs_table
 from stages.report.run_table_render import table_json
@@ -36,6 +39,10 @@ class Dashboard:
         self.run_dirs = [d if "://" in str(d) else Path(d) for d in run_dirs]
         # One folder that is not a run itself: every run under it, in one table.
         self.root = self.run_dirs[0] if is_runs_root(self.run_dirs) else None
+        self.bucket_sweep = (len(self.run_dirs) == 1 and "://" in str(self.run_dirs[0])
+                             and bucket_sweep_points(str(self.run_dirs[0])) is not None)
+        if self.bucket_sweep:
+            self.root = str(self.run_dirs[0])
         self.live_refresh_s = live_refresh_s
         self.poll_seconds = poll_seconds
         self.scaling = ScalingCache()  # the root page's plots, kept while no run changes
@@ -47,14 +54,23 @@ class Dashboard:
         return RUN_PAGES if self.root is None else ROOT_PAGES
 
     def load(self):
+        if self.bucket_sweep:
+            points = self.root_runs()
+            if not points:
+                raise ConfigError(f"{self.root}/sweep.json names no point; run `pretrain sweep` first")
+            return points
         if self.root is not None:
             return find_run_dirs(self.root)
         return [load_run_source(d) for d in self.run_dirs]
 
+    def root_runs(self) -> list[str] | None:
+        """A bucket sweep's points, read again from its sweep.json; None for a folder."""
+        return bucket_sweep_points(self.root) if self.bucket_sweep else None
+
     def runs_json(self) -> str:
         """The table of every run under ROOT, as the page's poll reads it."""
         with self.render_lock:
-            table, _ = runs_table(self.root, scaling=self.scaling)
+            table, _ = runs_table(self.root, scaling=self.scaling, run_dirs=self.root_runs())
         return table_json(table)
 
     def render(self) -> tuple[str, str]:
@@ -62,7 +78,7 @@ class Dashboard:
         with self.render_lock:
             if self.root is not None:
                 html, markdown, _ = render_runs(self.root, poll_seconds=self.poll_seconds,
-                                                scaling=self.scaling)
+                                                scaling=self.scaling, run_dirs=self.root_runs())
                 return html, markdown
             sources = self.load()
             live = any(s.in_progress for s in sources)

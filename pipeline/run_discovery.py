@@ -1,5 +1,6 @@
 """Every run directory under a root (`pretrain dashboard ROOT`, `pretrain report ROOT`,
-sweep.html): a folder of experiments, a sweep's root, or a run itself.
+sweep.html): a folder of experiments, a sweep's root, or a run itself. A sweep whose
+root is an object-store URL names its points in its sweep.json (`bucket_sweep_points`).
 
 A run directory is one with a `pipeline.json`. The walk never enters a run (its stage
 folders hold checkpoints), a sweep's shared `store/` (the stage outputs of all its
@@ -65,3 +66,16 @@ def is_runs_root(paths: list[str | Path]) -> bool:
     """One existing folder that is not a run itself: `pretrain report/dashboard ROOT` mean
     every run under it (several paths, or a run, keep their one-run or comparison meaning)."""
     return len(paths) == 1 and Path(paths[0]).is_dir() and not is_run_dir(paths[0])
+
+
+def bucket_sweep_points(url: str) -> list[str] | None:
+    """The workdir URLs of the points of the sweep rooted at `url` (s3://...), as its
+    sweep.json names them; None when `url` holds no sweep.json."""
+    from pipeline.object_store import filesystem, join, read_json
+
+    fs, path = filesystem(url)
+    index = read_json(fs, join(path, SWEEP_INDEX))
+    if index is None:
+        return None
+    return [join(url, point["workdir"]) for point in index.get("points", [])
+            if isinstance(point, dict) and point.get("workdir")]

@@ -54,9 +54,11 @@ def runs_table(root: str | Path, *, scaling: Callable[[list[RunSource]], tuple[s
                run_dirs: list[str] | None = None) -> tuple[dict[str, Any], str]:
     """(the table with its "scaling_html", the scaling section as Markdown); `scaling`
     draws that section (the dashboard passes a ScalingCache)."""
-    root = Path(root)
-    sources, locked, problems = load_runs(root, run_dirs)
-    table = build_run_table(sources, root=root, locked=locked, problems=problems)
+    local_root = None if "://" in str(root) else Path(root)  # an object-store sweep: its URL
+    sources, locked, problems = load_runs(local_root, run_dirs)
+    table = build_run_table(sources, root=local_root, locked=locked, problems=problems)
+    if local_root is None:
+        table["root"] = str(root)
     table["scaling_html"], scaling_markdown = scaling(sources)
     return table, scaling_markdown
 
@@ -77,7 +79,7 @@ class ScalingCache:
         return self.parts
 
 
-def load_runs(root: Path, run_dirs: list[str] | None = None
+def load_runs(root: Path | None, run_dirs: list[str] | None = None
               ) -> tuple[list[RunSource], set[Path], list[dict[str, str]]]:
     """(the runs under `root` or in `run_dirs`, those with a stage lock held now, runs that
     could not be read)."""

@@ -5,7 +5,8 @@ what is tested here; test_sweep_e2e trains and resumes a folder sweep.
 
 What it pins: the shared ingest output is computed once, in the bucket's shared store,
 and each point's tokenizer beside it; each point's workdir, its log, sweep.json and the
-summary are in the bucket; nothing lands in a local folder named like the URL; and from
+summary are in the bucket; nothing lands in a local folder named like the URL; the
+dashboard of the bucket root lists the points from the bucket; and from
 an empty machine (the mirror deleted) the same command finds every point finished in
 the bucket and keeps the points' states."""
 
@@ -16,6 +17,7 @@ import shutil
 
 import pytest
 
+from pipeline.dashboard import Dashboard
 from pipeline.object_store import filesystem
 from tests.e2e.cli import REPO_ROOT, pretrain_cli
 from tests.e2e.conftest import CONFIG
@@ -51,6 +53,13 @@ def test_a_sweep_into_a_bucket_shares_its_store_there_and_resumes_on_an_empty_ma
     assert all(f"gpt-tiny-{name}" in summary for name in POINTS), summary
     assert fs.exists(f"{root}/sweep.html")
     assert not (REPO_ROOT / "s3:").exists()  # the old bug: a local folder named like the URL
+    # The dashboard of the bucket root: the points its sweep.json names, read from the bucket.
+    dashboard = Dashboard([url])
+    table = json.loads(dashboard.runs_json())
+    assert table["root"] == url
+    assert sorted(row["experiment"] for row in table["rows"]) == sorted(f"gpt-tiny-{n}" for n in POINTS)
+    assert all(row["stages"]["tokenizer"] == "done" for row in table["rows"]), table["rows"]
+    assert all(f"gpt-tiny-{n}" in dashboard.render()[1] for n in POINTS)
 
     shutil.rmtree(tmp_path / "mirror")  # another machine: nothing local
     second = pretrain_cli("sweep", *args)
