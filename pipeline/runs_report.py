@@ -59,6 +59,7 @@ def runs_table(root: str | Path, *, scaling: Callable[[list[RunSource]], tuple[s
     table = build_run_table(sources, root=local_root, locked=locked, problems=problems)
     if local_root is None:
         table["root"] = str(root)
+    _show_urls(table, run_dirs or [])
     table["scaling_html"], scaling_markdown = scaling(sources)
     return table, scaling_markdown
 
@@ -77,6 +78,17 @@ class ScalingCache:
         if key != self.key:
             self.parts, self.key = scaling_parts(sources), key
         return self.parts
+
+
+def _show_urls(table: dict[str, Any], run_dirs: list[str]) -> None:
+    """An object-store run is read through this machine's mirror of it: show its URL,
+    not the mirror, in the directory column."""
+    from pipeline.mirror import mirror_dir
+
+    urls = {str(mirror_dir(str(location))): str(location) for location in run_dirs if "://" in str(location)}
+    for row in table["rows"]:
+        if row["run_dir"] in urls:
+            row["values"]["directory"] = urls[row["run_dir"]]
 
 
 def load_runs(root: Path | None, run_dirs: list[str] | None = None

@@ -59,6 +59,7 @@ def test_a_sweep_into_a_bucket_shares_its_store_there_and_resumes_on_an_empty_ma
     assert table["root"] == url
     assert sorted(row["experiment"] for row in table["rows"]) == sorted(f"gpt-tiny-{n}" for n in POINTS)
     assert all(row["stages"]["tokenizer"] == "done" for row in table["rows"]), table["rows"]
+    assert sorted(row["values"]["directory"] for row in table["rows"]) == sorted(f"{url}/{n}" for n in POINTS)
     assert all(f"gpt-tiny-{n}" in dashboard.render()[1] for n in POINTS)
 
     shutil.rmtree(tmp_path / "mirror")  # another machine: nothing local
