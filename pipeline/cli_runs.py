@@ -54,8 +54,12 @@ def dispatch(args: argparse.Namespace) -> int | None:
 
 def _report(args) -> int:
     from pipeline.compare import write_comparison
-    from pipeline.run_discovery import is_runs_root
+    from pipeline.run_discovery import bucket_sweep_points, is_runs_root
 
+    if len(args.run_dirs) == 1 and "://" in args.run_dirs[0]:
+        points = bucket_sweep_points(args.run_dirs[0])
+        if points is not None:  # a sweep's root in a bucket: its points, as sweep.json names them
+            return _report_bucket_sweep(args.run_dirs[0], points, args.output)
     if is_runs_root(args.run_dirs):
         from pipeline.runs_report import write_runs_report
 
@@ -64,6 +68,22 @@ def _report(args) -> int:
         return 0
     output_dir = write_comparison(args.run_dirs, args.output)
     print(f"wrote {output_dir / 'report.html'} and {output_dir / 'report.md'}")
+    return 0
+
+
+def _report_bucket_sweep(url: str, points: list[str], output: str | None) -> int:
+    """sweep.html and sweep.md of a bucket sweep: into `output`, or into this machine's
+    mirror of the root and uploaded beside sweep.json (where `pretrain sweep` puts them)."""
+    from pipeline.mirror import mirror_dir
+    from pipeline.object_store import join, put_files
+    from pipeline.runs_report import write_runs_report
+
+    html_path, markdown_path = write_runs_report(url, output or mirror_dir(url), run_dirs=points)
+    if output:
+        print(f"wrote {html_path} and {markdown_path}")
+        return 0
+    put_files(url, html_path.parent, [html_path.name, markdown_path.name])
+    print(f"wrote {join(url, html_path.name)} and {join(url, markdown_path.name)}")
     return 0
 
 

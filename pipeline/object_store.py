@@ -144,6 +144,18 @@ class ObjectKeys:
             raise
 
 
+def put_files(url: str, directory, names) -> None:
+    """Upload the files `names` (relative to the local `directory`) to the same names under
+    `url`; names missing locally are skipped."""
+    from pathlib import Path
+
+    fs, base = filesystem(url)
+    for name in names:
+        local = Path(directory) / name
+        if local.is_file():
+            fs.put_file(str(local), join(base, name))
+
+
 def read_json(fs, path: str) -> dict | None:
     try:
         data = fs.cat_file(path)

@@ -326,13 +326,9 @@ def publish(sweep: Sweep, *names: str) -> None:
     mirror to the same names under an object-store root. A folder root needs nothing."""
     if not sweep.root_url:
         return
-    from pipeline.object_store import filesystem, join
+    from pipeline.object_store import put_files
 
-    fs, base = filesystem(sweep.root_url)
-    for name in names:
-        local = sweep.root / name
-        if local.is_file():
-            fs.put_file(str(local), join(base, name))
+    put_files(sweep.root_url, sweep.root, names)
 
 
 def fetch_published(sweep: Sweep, *names: str) -> None:

@@ -6,7 +6,7 @@ what is tested here; test_sweep_e2e trains and resumes a folder sweep.
 What it pins: the shared ingest output is computed once, in the bucket's shared store,
 and each point's tokenizer beside it; each point's workdir, its log, sweep.json and the
 summary are in the bucket; nothing lands in a local folder named like the URL; the
-dashboard of the bucket root lists the points from the bucket; and from
+dashboard and `pretrain report` of the bucket root list the points from the bucket; and from
 an empty machine (the mirror deleted) the same command finds every point finished in
 the bucket and keeps the points' states."""
 
@@ -61,6 +61,12 @@ def test_a_sweep_into_a_bucket_shares_its_store_there_and_resumes_on_an_empty_ma
     assert all(row["stages"]["tokenizer"] == "done" for row in table["rows"]), table["rows"]
     assert sorted(row["values"]["directory"] for row in table["rows"]) == sorted(f"{url}/{n}" for n in POINTS)
     assert all(f"gpt-tiny-{n}" in dashboard.render()[1] for n in POINTS)
+    # `pretrain report` of the bucket root writes the summary again, beside sweep.json.
+    fs.rm(f"{root}/sweep.md")
+    report = pretrain_cli("report", url)
+    assert report.returncode == 0 and f"wrote {url}/sweep.html and {url}/sweep.md" in report.stdout, (
+        report.stdout[-2000:] + report.stderr[-2000:])
+    assert all(f"gpt-tiny-{n}" in fs.cat_file(f"{root}/sweep.md").decode() for n in POINTS)
 
     shutil.rmtree(tmp_path / "mirror")  # another machine: nothing local
     second = pretrain_cli("sweep", *args)
