@@ -156,6 +156,18 @@ def put_files(url: str, directory, names) -> None:
             fs.put_file(str(local), join(base, name))
 
 
+def get_missing_files(url: str, directory, names) -> None:
+    """The reverse of put_files for the names the local `directory` lacks and `url` has."""
+    from pathlib import Path
+
+    fs, base = filesystem(url)
+    for name in names:
+        local = Path(directory) / name
+        if not local.exists() and fs.exists(join(base, name)):
+            local.parent.mkdir(parents=True, exist_ok=True)
+            fs.get_file(join(base, name), str(local))
+
+
 def read_json(fs, path: str) -> dict | None:
     try:
         data = fs.cat_file(path)

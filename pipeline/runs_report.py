@@ -5,9 +5,9 @@ the end of `pretrain sweep`), and the data `pretrain dashboard ROOT` serves live
 
 Runs are found afresh on every call (`pipeline.run_discovery`), so a sweep point that
 started since the last call shows up; `run_dirs` names them instead (an object-store
-sweep's points, s3://... URLs, which no folder listing finds). A run that cannot be read (its pipeline.json being
-replaced, a stage folder removed) is listed as a problem above the table instead of
-failing the page.
+sweep's points, s3://... URLs, which no folder listing finds). A run that cannot be read
+(its pipeline.json being replaced, a stage folder removed) is listed as a problem above
+the table instead of failing the page.
 """
 
 from __future__ import annotations

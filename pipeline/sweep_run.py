@@ -336,14 +336,9 @@ def fetch_published(sweep: Sweep, *names: str) -> None:
     resumed on another machine keeps its points' states and appends to their logs)."""
     if not sweep.root_url:
         return
-    from pipeline.object_store import filesystem, join
+    from pipeline.object_store import get_missing_files
 
-    fs, base = filesystem(sweep.root_url)
-    for name in names:
-        local = sweep.root / name
-        if not local.exists() and fs.exists(join(base, name)):
-            local.parent.mkdir(parents=True, exist_ok=True)
-            fs.get_file(join(base, name), str(local))
+    get_missing_files(sweep.root_url, sweep.root, names)
 
 
 def _read_json(path: Path) -> dict:
