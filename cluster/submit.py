@@ -37,7 +37,7 @@ UPLOAD_EXCLUDES = [".venv", "runs", "reports", ".git", ".pytest_cache", "**/__py
 PASSED_ENV_VARS = ("WANDB_API_KEY", "WANDB_ENTITY", "WANDB_PROJECT", "WANDB_MODE", "WANDB_BASE_URL",
                    "HF_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
                    "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
-                   "GOOGLE_APPLICATION_CREDENTIALS", "DATA_DIR")
+                   "GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST", "DATA_DIR")
 
 
 @dataclass

@@ -74,7 +74,7 @@ def _report(args) -> int:
 def _report_bucket_sweep(url: str, points: list[str], output: str | None) -> int:
     """sweep.html and sweep.md of a bucket sweep: into `output`, or into this machine's
     mirror of the root and uploaded beside sweep.json (where `pretrain sweep` puts them)."""
-    from pipeline.mirror import mirror_dir
+    from stages.mirror import mirror_dir
     from pipeline.object_store import join, put_files
     from pipeline.runs_report import write_runs_report
 

@@ -119,9 +119,9 @@ class ExperimentConfig(Section):
     @property
     def resolved_workdir(self) -> Path:
         """The workdir as a local folder; for an object-store workdir, this machine's
-        staging mirror of it (pipeline.object_store.mirror_dir)."""
+        staging mirror of it (stages.mirror.mirror_dir)."""
         if self.workdir_url:
-            from pipeline.mirror import mirror_dir
+            from stages.mirror import mirror_dir
 
             return mirror_dir(self.workdir_url)
         return Path(self.workdir or Path("runs") / self.name).resolve()
@@ -130,7 +130,7 @@ class ExperimentConfig(Section):
     def resolved_store(self) -> Path:
         """The stage store as a local folder (the mirror, for an object store)."""
         if self.store_url:
-            from pipeline.mirror import mirror_dir
+            from stages.mirror import mirror_dir
 
             return mirror_dir(self.store_url)
         return Path(self.store).resolve() if self.store else self.resolved_workdir

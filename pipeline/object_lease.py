@@ -4,21 +4,27 @@
         ...   # prepare, run the stage, upload, commit the manifest
 
 The stage lock of a local workdir (pipeline.stage_lock) leans on flock or O_EXCL; an
-object store has neither, but it has compare-and-swap on one key (pipeline.object_store):
+object store has neither, but it has compare-and-swap on one key (pipeline.object_store).
+Below, "etag" is S3's ETag (If-None-Match / If-Match) or GCS's generation
+(ifGenerationMatch=0 / ifGenerationMatch=<generation>):
 
-- Take: create the lease key with If-None-Match: *. Exactly one driver succeeds.
-- Hold: rewrite it every HEARTBEAT_SECONDS with If-Match: <our last etag>. The rewrite
-  moves the key's Last-Modified; if it fails, someone took the lease over (we were silent
-  for longer than STALE_SECONDS), and `lost` is set: the store then refuses to commit the
-  manifest, so two drivers never both finish one stage.
-- Stale: a lease whose Last-Modified is more than STALE_SECONDS old by the server's own
-  clock (its Date header, so clock skew between drivers does not matter) is dead. It is
-  taken over with If-Match: <the stale etag>, so of two drivers taking over at once one
-  wins.
-- Release: delete with If-Match: <our etag>, so a lease someone else took is left alone.
+- Take: create the lease key only if it is absent. Exactly one driver succeeds.
+- Hold: rewrite it every HEARTBEAT_SECONDS only if it still has our last etag. The
+  rewrite moves the key's modification time; if it fails, someone took the lease over (we
+  were silent for longer than STALE_SECONDS), and `lost` is set: the store then refuses
+  to commit the manifest, so two drivers never both finish one stage.
+- Stale: a lease whose modification time (S3 Last-Modified, GCS `updated`) is more than
+  STALE_SECONDS old by the server's own clock (its Date header, so clock skew between
+  drivers does not matter) is dead. It is taken over by a rewrite conditional on the
+  stale etag, so of two drivers taking over at once one wins.
+- Release: delete only if it still has our etag, so a lease someone else took is left
+  alone.
 
-On file systems other than S3, `create` is fsspec's exclusive "xb" mode where the
-file system has one; heartbeats and take-overs are then not fenced (a read, then a write).
+S3 and GCS enforce each of these on the server. (On GCS the release also reads the
+generation before its DELETE, because an emulator may not enforce the delete's
+condition: fake-gcs-server does not; see object_store._gcs_delete.) On other file
+systems `create` is fsspec's exclusive "xb" mode where the file system has one;
+heartbeats and take-overs are then not fenced (a read, then a write).
 """
 
 from __future__ import annotations

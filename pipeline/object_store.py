@@ -1,19 +1,29 @@
 """Object-store locations (s3://bucket/prefix, gs://..., memory://...) and the few
 operations the stage store needs from them that a plain upload does not give.
 
-Everything goes through fsspec (s3fs for s3://), so credentials and the endpoint come from
-where the AWS SDKs look for them: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
-AWS_SESSION_TOKEN, AWS_PROFILE and ~/.aws/config, an instance role; AWS_ENDPOINT_URL for
-an S3-compatible server (MinIO, Ceph, moto). Nothing here logs or stores a credential.
+Everything goes through fsspec (s3fs for s3://, gcsfs for gs://), so credentials and the
+endpoint come from where the cloud SDKs look for them. S3: AWS_ACCESS_KEY_ID /
+AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, AWS_PROFILE and ~/.aws/config, an instance
+role; AWS_ENDPOINT_URL for an S3-compatible server (MinIO, Ceph, moto). GCS: gcsfs's
+default chain (GOOGLE_APPLICATION_CREDENTIALS, gcloud's application-default login, the
+metadata server of a GCE/GKE machine); STORAGE_EMULATOR_HOST for an emulator
+(fake-gcs-server), reached anonymously. Nothing here logs or stores a credential.
 
 An object store has no rename, so "write the manifest last, atomically" becomes "upload
-every file, then create the manifest key with a conditional put": S3's If-None-Match: *
-makes the create succeed for exactly one writer and makes every reader see either no
-manifest or the whole one (an object is never visible half-written). The stage lease
-(pipeline.object_lease) needs compare-and-swap on one key: If-Match: <etag> on put and
-delete. S3 has both since 2024; on other fsspec file systems `create` uses fsspec's
-exclusive mode "xb" where it exists, and `replace`/`delete` are not fenced (documented
-in object_lease).
+every file, then create the manifest key with a conditional put": the create succeeds for
+exactly one writer and every reader sees either no manifest or the whole one (an object
+is never visible half-written). The stage lease (pipeline.object_lease) needs
+compare-and-swap on one key. Both are the server's own preconditions:
+
+- S3 (since 2024): create is If-None-Match: *, replace and delete are If-Match: <etag>.
+- GCS: the "etag" is the object's generation (a number the server gives each write).
+  Create is an upload with ifGenerationMatch=0, replace one with
+  ifGenerationMatch=<generation>, delete a DELETE with ifGenerationMatch=<generation>
+  (after a read of the generation, for emulators: _gcs_delete); HTTP 412 is
+  PreconditionFailed.
+
+On other fsspec file systems `create` uses fsspec's exclusive mode "xb" where it exists,
+and `replace`/`delete` are not fenced (documented in object_lease).
 """
 
 from __future__ import annotations
@@ -38,13 +48,13 @@ def join(url: str, *parts: str) -> str:
 def filesystem(url: str):
     """(fsspec file system, path inside it) for a URL; a clear error when the protocol's
     package is missing or the bucket cannot be reached."""
-    import fsspec
+    from stages.bucket_fs import url_filesystem
 
     try:
-        return fsspec.core.url_to_fs(url, use_listings_cache=False)  # other drivers write too: list afresh
+        return url_filesystem(url)
     except ImportError as error:
         raise ConfigError(f"{url}: reading this object store needs a package that is not installed "
-                          f"({error}); for s3:// install s3fs (requirements/runtime.txt has it)") from None
+                          f"({error}); s3:// needs s3fs, gs:// gcsfs (requirements/runtime.txt has both)") from None
     except ValueError as error:
         raise ConfigError(f"{url}: not a location fsspec knows ({error})") from None
 
@@ -66,7 +76,9 @@ class ObjectKeys:
 
     def __init__(self, fs):
         self.fs = fs
-        self.is_s3 = "s3" in _protocols(fs)
+        protocols = _protocols(fs)
+        self.is_s3 = "s3" in protocols
+        self.is_gcs = "gs" in protocols or "gcs" in protocols
 
     # -- reads ----------------------------------------------------------------------------
     def read(self, path: str) -> ObjectVersion | None:
@@ -81,6 +93,8 @@ class ObjectKeys:
             modified = response.get("LastModified")
             age = (server_now - modified.timestamp()) if server_now and modified else None
             return ObjectVersion(data, response.get("ETag", ""), age)
+        if self.is_gcs:
+            return _gcs_read(self.fs, path)
         try:
             with self.fs.open(path, "rb") as f:
                 data = f.read()
@@ -98,6 +112,8 @@ class ObjectKeys:
             bucket, key = _split(path)
             response = self._conditional("put_object", Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
             return response.get("ETag", "")
+        if self.is_gcs:
+            return _gcs_upload(self.fs, path, data, if_generation_match="0")  # 0: no live object
         try:
             with self.fs.open(path, "xb") as f:
                 f.write(data)
@@ -111,6 +127,8 @@ class ObjectKeys:
             bucket, key = _split(path)
             return self._conditional("put_object", Bucket=bucket, Key=key, Body=data,
                                      IfMatch=etag).get("ETag", "")
+        if self.is_gcs:
+            return _gcs_upload(self.fs, path, data, if_generation_match=etag)
         current = self.read(path)
         if current is None or current.etag != etag:
             raise PreconditionFailed(path)
@@ -125,6 +143,9 @@ class ObjectKeys:
                 self._conditional("delete_object", Bucket=bucket, Key=key, IfMatch=etag)
             except FileNotFoundError:
                 pass
+            return
+        if self.is_gcs:
+            _gcs_delete(self.fs, path, etag)
             return
         current = self.read(path)
         if current is None:
@@ -142,6 +163,82 @@ class ObjectKeys:
             if "PreconditionFailed" in str(error) or "412" in str(error) or "pre-conditions" in str(error):
                 raise PreconditionFailed(kwargs.get("Key")) from None
             raise
+
+
+# -- GCS: the JSON API through gcsfs's own session and credentials (fs.call) ---------------
+READ_ATTEMPTS = 5  # a lease is rewritten every 10 s: even one retry is rare
+
+
+def _gcs_read(fs, path: str) -> ObjectVersion | None:
+    """The object's metadata first (its generation, `updated`, and the server's Date),
+    then the bytes of exactly that generation: a rewrite between the two 404s the second
+    GET, and the read starts over, so bytes and generation always belong together."""
+    bucket, key = _split(path)
+    for _ in range(READ_ATTEMPTS):
+        try:
+            headers, body = fs.call("GET", "b/{}/o/{}", bucket, key)
+        except FileNotFoundError:
+            return None
+        resource = json.loads(body)
+        try:
+            _, data = fs.call("GET", "b/{}/o/{}", bucket, key, alt="media", generation=resource["generation"])
+        except FileNotFoundError:
+            continue
+        server_now = _http_date(headers.get("Date")) or time.time()
+        updated = resource.get("updated")
+        age = server_now - _rfc3339(updated) if updated else None
+        return ObjectVersion(data, str(resource["generation"]), age)
+    raise OSError(f"{path}: rewritten during each of {READ_ATTEMPTS} reads (or the server does not "
+                  f"serve an object by its generation)")
+
+
+def _gcs_upload(fs, path: str, data: bytes, *, if_generation_match: str) -> str:
+    """One multipart upload with ifGenerationMatch; returns the new generation. gcsfs's
+    pipe_file(mode="create") sends ifGenerationMatch=0 the same way, but takes no other
+    generation and does not say which one it wrote, so create and replace both come here.
+    (Multipart, not uploadType=media: fake-gcs-server 1.54 ignores the precondition on a
+    media upload.)"""
+    import uuid
+    from urllib.parse import quote
+
+    bucket, key = _split(path)
+    boundary = uuid.uuid4().hex  # never inside the JSON part or, in practice, the data
+    body = b"".join([
+        f"--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".encode(),
+        json.dumps({"name": key}).encode(),
+        f"\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n\r\n".encode(),
+        data,
+        f"\r\n--{boundary}--".encode()])
+    try:
+        resource = fs.call("POST", f"{fs._location}/upload/storage/v1/b/{quote(bucket, safe='')}/o",
+                           uploadType="multipart", ifGenerationMatch=if_generation_match,
+                           headers={"Content-Type": f'multipart/related; boundary="{boundary}"'},
+                           data=body, json_out=True)
+    except FileExistsError:  # gcsfs raises it for HTTP 412, a failed precondition
+        raise PreconditionFailed(path) from None
+    fs.invalidate_cache(path)
+    return str(resource["generation"])
+
+
+def _gcs_delete(fs, path: str, generation: str) -> None:
+    """DELETE with ifGenerationMatch, which real GCS enforces. The read before it answers
+    for servers that do not: fake-gcs-server 1.54 deletes whatever generation is live, so
+    on it only that read keeps a stale holder off the new holder's object (a rewrite
+    between the read and the DELETE would still be lost there, never on GCS)."""
+    bucket, key = _split(path)
+    try:
+        _, body = fs.call("GET", "b/{}/o/{}", bucket, key, fields="generation")
+    except FileNotFoundError:
+        return
+    if str(json.loads(body)["generation"]) != generation:
+        raise PreconditionFailed(path)
+    try:
+        fs.call("DELETE", "b/{}/o/{}", bucket, key, ifGenerationMatch=generation)
+    except FileNotFoundError:
+        pass
+    except FileExistsError:  # HTTP 412
+        raise PreconditionFailed(path) from None
+    fs.invalidate_cache(path)
 
 
 def put_files(url: str, directory, names) -> None:
@@ -210,6 +307,12 @@ def _http_date(value: str | None) -> float | None:
         return parsedate_to_datetime(value).timestamp()
     except (TypeError, ValueError):
         return None
+
+
+def _rfc3339(value: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
 def _as_timestamp(value) -> float:

@@ -2,13 +2,14 @@
 `manifest.json` exists there and the files it lists are there with their sizes.
 
 Stages keep writing to a local folder: `stage_dir` is this machine's mirror of the stage's
-prefix (pipeline.object_store.mirror_dir). The store moves bytes at the two moments that
+prefix (stages.mirror.mirror_dir). The store moves bytes at the two moments that
 matter:
 
 - `fetch` before a stage runs: its inputs' finished files are downloaded into the mirror
   (only those missing or of another size), so the stage reads local files as always.
 - `write_manifest` when it succeeded: every file the manifest lists is uploaded, then the
-  manifest is created with a conditional put (If-None-Match: *). Objects appear whole or
+  manifest is created with a conditional put (If-None-Match: * on S3, ifGenerationMatch=0
+  on GCS). Objects appear whole or
   not at all, so a reader sees either no manifest or the complete one, and the files it
   lists are already there: the rename of the local store, without a rename.
 
@@ -16,7 +17,9 @@ Ray Train checkpoints do not pass through the mirror: the training stages give R
 `stage_url(...)/ray` as its storage_path, so a driver killed mid-run (or its machine lost)
 resumes from the bucket. A stage's other partial files live in the mirror until the
 commit: a re-run on the same machine resumes from them, one on another machine starts the
-stage over.
+stage over. Its Ray tasks and workers may run on other nodes: they fetch and upload their
+own files, which the driver then gathers into the mirror (stages.staging.node_staging);
+the commit skips those already uploaded (`in_bucket`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pipeline.object_lease import ObjectLease, peek_lease
-from pipeline.mirror import mirror_dir
+from stages.mirror import mirror_dir
 from pipeline.object_store import ObjectKeys, PreconditionFailed, filesystem, join, json_bytes
 from pipeline.store import FAILURE, MANIFEST, ArtifactStore, Damage, StageCommitConflict, write_json_atomic
 
@@ -161,19 +164,30 @@ class ObjectArtifactStore:
         directory.mkdir(parents=True, exist_ok=True)
         return directory
 
-    def write_manifest(self, stage: str, fingerprint: str, manifest: dict) -> Path:
+    def write_manifest(self, stage: str, fingerprint: str, manifest: dict, *,
+                       in_bucket: dict[str, tuple[int, int]] | None = None) -> Path:
         """Upload the manifest's files, then commit: create the manifest key only if it
         does not exist. A second commit of one fingerprint means the stage lease was
-        broken; it is refused rather than overwriting the first."""
+        broken; it is refused rather than overwriting the first.
+
+        `in_bucket` names files already uploaded (by tasks on other nodes,
+        stages.staging.node_staging) with the (size, mtime_ns) of the local copy then:
+        those still unchanged are not uploaded again, and those the stage removed before
+        it finished (a scratch folder) are removed from the bucket too."""
         directory = self.stage_dir(stage, fingerprint)
         key = self._key(stage, fingerprint, MANIFEST)
         if self.fs.exists(key):  # checked first too, so a committed stage's files stay as they are
             raise self._conflict(stage, fingerprint)
         self._remove(self._key(stage, fingerprint, FAILURE))
-        files = manifest.get("files", [])
+        in_bucket = in_bucket or {}
+        files = [f for f in manifest.get("files", []) if not _unchanged(directory / f["path"], in_bucket.get(f["path"]))]
         if files:
             self.fs.put([str(directory / f["path"]) for f in files],
                         [self._key(stage, fingerprint, f["path"]) for f in files])
+        listed = {f["path"] for f in manifest.get("files", [])}
+        stale = [self._key(stage, fingerprint, path) for path in in_bucket if path not in listed]
+        if stale:
+            self.fs.rm(stale)
         try:
             self.keys.create(key, json_bytes(manifest))
         except PreconditionFailed:
@@ -232,6 +246,13 @@ class ObjectArtifactStore:
             return self.fs.cat_file(join(self.root, name))
         except FileNotFoundError:
             return None
+
+
+def _unchanged(local: Path, uploaded: tuple[int, int] | None) -> bool:
+    if uploaded is None:
+        return False
+    stat = local.stat()
+    return (stat.st_size, stat.st_mtime_ns) == tuple(uploaded)
 
 
 def open_store(location: str | Path, mirror: Path | None = None):

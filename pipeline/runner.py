@@ -26,7 +26,8 @@ from pipeline.planner import Decision, Selection, plan
 from pipeline.ray_session import RaySession
 from pipeline.remote_store import open_store
 from pipeline.store import RUN_INDEX, ArtifactStore, inventory, write_json_atomic
-from stages.ray_tasks import on_driver_node
+from stages.ray_tasks import staged_through_bucket
+from stages.staging.node_staging import NodeStaging
 from pipeline.wandb_stage_log import log_stage
 
 LIBRARIES = ("torch", "ray", "deepspeed", "pyarrow", "tokenizers", "datasets", "wandb", "pydantic")
@@ -70,9 +71,7 @@ def run_pipeline(cfg: ExperimentConfig, selection: Selection = Selection(), *,
     store = open_store(cfg.store_location, cfg.resolved_store)
     result = RunResult(decisions)
     _write_run_index(cfg, fingerprints, config_path, sweep)
-    # With an object store, a stage's files are staged on this machine (the mirror) and
-    # uploaded at its commit: its Ray tasks and workers must write here too.
-    with RaySession(cfg.ray) as ray_session, on_driver_node(store.url is not None):
+    with RaySession(cfg.ray) as ray_session:
         for decision in decisions:
             if decision.action != "run":
                 echo(f"[{decision.stage}] {decision.action} ({decision.fingerprint})")
@@ -123,9 +122,13 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
         input_manifests={name: store.manifest(name, fingerprints[name][0]) for name in spec.inputs},
         fingerprint=fp, input_digests=dict(identity.get("data", {})),
     )
+    # On an object store, tasks and workers on other nodes fetch and upload their own
+    # files (stages.staging.node_staging); the commit then skips what they uploaded.
+    staging = _node_staging(store, output_dir, ctx.input_manifests, fingerprints, spec.inputs)
     start = time.time()
     try:
-        metrics = stage_function(ctx) or {}
+        with staged_through_bucket(staging):
+            metrics = stage_function(ctx) or {}
     except Exception as error:  # recorded for `status`; never a manifest
         store.write_failure(spec.name, fp, {
             "stage": spec.name, "error": f"{type(error).__name__}: {error}",
@@ -145,9 +148,22 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
     }
     if lock is not None:
         lock.check_held()  # an object-store lease taken over meanwhile: never commit
-    store.write_manifest(spec.name, fp, manifest)
+    if staging is None:
+        store.write_manifest(spec.name, fp, manifest)
+    else:
+        store.write_manifest(spec.name, fp, manifest, in_bucket=staging.in_bucket())
     log_stage(cfg, manifest, output_dir)  # one wandb run per stage; only ever warns
     return manifest
+
+
+def _node_staging(store, output_dir: Path, input_manifests: dict, fingerprints: dict,
+                  inputs: tuple[str, ...]) -> NodeStaging | None:
+    if store.url is None:
+        return None
+    known = {f"{name}/{fingerprints[name][0]}/{entry['path']}": entry["sha256"]
+             for name in inputs for entry in (input_manifests.get(name) or {}).get("files", [])
+             if entry.get("sha256")}
+    return NodeStaging(store.url, store.workdir, output_dir, known)
 
 
 def _check_data_dir(cfg: ExperimentConfig, to_run: list[Decision]) -> None:

@@ -83,7 +83,7 @@ class ScalingCache:
 def _show_urls(table: dict[str, Any], run_dirs: list[str]) -> None:
     """An object-store run is read through this machine's mirror of it: show its URL,
     not the mirror, in the directory column."""
-    from pipeline.mirror import mirror_dir
+    from stages.mirror import mirror_dir
 
     urls = {str(mirror_dir(str(location))): str(location) for location in run_dirs if "://" in str(location)}
     for row in table["rows"]:

@@ -19,8 +19,10 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from stages.staging.node_staging import NodeStaging, run_staged
+
 _force_in_process = False
-_driver_node_only = False
+_staging: NodeStaging | None = None
 
 
 def ray_is_up() -> bool:
@@ -42,20 +44,22 @@ def run_in_process() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def on_driver_node(enabled: bool = True) -> Iterator[None]:
-    """Inside this block, `map_tasks` and Ray Train workers (stages.training.launch) run
-    on the driver's node only. The engine turns it on for an object-store workdir: stages
-    write into this machine's staging folder, which other nodes do not see."""
-    global _driver_node_only
-    previous, _driver_node_only = _driver_node_only, enabled or _driver_node_only
+def staged_through_bucket(staging: NodeStaging | None) -> Iterator[None]:
+    """Inside this block, tasks (`map_tasks`, stages.ingest.ray_data_map) and Ray Train
+    workers (stages.training.launch) run on any node, their files going through the
+    bucket (stages.staging.node_staging). The engine opens it around each stage of an
+    object-store run; None leaves everything as it is."""
+    global _staging
+    previous, _staging = _staging, staging or _staging
     try:
         yield
     finally:
-        _driver_node_only = previous
+        _staging = previous
 
 
-def driver_node_only() -> bool:
-    return _driver_node_only
+def active_staging() -> NodeStaging | None:
+    """The running stage's staging when Ray is up and the workdir is an object store."""
+    return _staging if ray_is_up() else None
 
 
 def map_tasks(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
@@ -72,14 +76,14 @@ def map_tasks(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
     import ray
 
     # max_retries re-runs a task whose worker died; a task that raised is not retried.
-    options = {}
-    if _driver_node_only:
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
-            node_id=ray.get_runtime_context().get_node_id(), soft=False)
-    remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=2, **options)(function)
-    refs = [remote.remote(item) for item in items]
+    staging = active_staging()
+    if staging is None:
+        remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=2)(function)
+        refs = [remote.remote(item) for item in items]
+    else:
+        call = ray.put(staging.dispatch(function, list(items)))  # sent once, not per task
+        remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=2)(run_staged)
+        refs = [remote.remote(call, item) for item in items]
     pending = list(refs)
     try:
         with tqdm(total=len(refs), desc=desc, unit="task", disable=None) as progress:
@@ -93,4 +97,5 @@ def map_tasks(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
         # The task's own exception (a user error says what, where and what to do), with
         # the remote traceback chained to it.
         raise error.cause from error
-    return ray.get(refs)
+    results = ray.get(refs)
+    return results if staging is None else [staging.collect(result) for result in results]

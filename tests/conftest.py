@@ -67,3 +67,13 @@ def s3_endpoint():
 
     with s3_server() as endpoint:
         yield endpoint
+
+
+@pytest.fixture(scope="module")
+def gcs_endpoint():
+    """A GCS emulator on loopback for one test module (tests/gcs_server.py); yields its
+    endpoint, with STORAGE_EMULATOR_HOST set while it runs."""
+    from tests.gcs_server import gcs_server
+
+    with gcs_server() as endpoint:
+        yield endpoint

@@ -97,6 +97,12 @@ def map_in_order(function: Callable[[Any], Any], items: Sequence[Any], *, desc: 
     from ray import cloudpickle
     from ray.data import TaskPoolStrategy
 
+    from stages.ray_tasks import active_staging
+
+    # An object-store run's tasks fetch and upload their files (stages.staging).
+    staging = active_staging()
+    if staging is not None:
+        function = staging.dispatch(function, list(items))
     cpus = ray.cluster_resources().get("CPU", 1)
     concurrency = max(1, min(len(items), int(cpus // num_cpus)))
 
@@ -116,7 +122,7 @@ def map_in_order(function: Callable[[Any], Any], items: Sequence[Any], *, desc: 
                     error = outcome.error
                     error.add_note(f"Raised in a Ray Data worker:\n{outcome.remote_traceback}")
                     raise error
-                results.append(outcome)
+                results.append(outcome if staging is None else staging.collect(outcome))
         finally:
             if hasattr(rows, "close"):  # stop the execution now, not when collected
                 rows.close()

@@ -62,6 +62,13 @@ def fit(
 
     if num_workers < 1:
         raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+    from stages.ray_tasks import active_staging
+    from stages.staging.node_staging import loop_for
+
+    # An object-store run's workers on other nodes fetch and upload their files (stages.staging).
+    staging = active_staging()
+    if staging is not None:
+        train_loop_per_worker = loop_for(staging.dispatch(train_loop_per_worker, [loop_config]))
     storage_path, storage_filesystem = ray_storage(storage_path)
     # Ray Train's controller checks on its workers every 2 s by default, and every phase of
     # a run (start, each worker group state, the end) waits for the next check: a run that
@@ -76,7 +83,7 @@ def fit(
         # gloo on CPU; NCCL when the workers hold GPUs (TorchConfig's default).
         torch_config=TorchConfig(backend=None if use_gpu else "gloo"),
         scaling_config=ScalingConfig(
-            num_workers=num_workers, use_gpu=use_gpu, resources_per_worker=worker_resources()
+            num_workers=num_workers, use_gpu=use_gpu, resources_per_worker={"CPU": 1.0}
         ),
         run_config=RunConfig(
             name=run_name,
@@ -90,7 +97,10 @@ def fit(
         ),
     )
     with sigint_handler_restored(), placement_group_freed(placement_group_key), preemption_watcher_if_multinode():
-        return trainer.fit()
+        result = trainer.fit()
+    if staging is not None:
+        staging.collect_worker_uploads()
+    return result
 
 
 @contextmanager
@@ -115,24 +125,12 @@ def preemption_watcher_if_multinode() -> Iterator[None]:
         os.environ.pop(PREEMPTION_WATCHER_ENV, None)
 
 
-def worker_resources() -> dict[str, float]:
-    """One CPU per worker; on the driver's node only when the engine asks for it
-    (stages.ray_tasks.on_driver_node: an object-store workdir stages files there)."""
-    from stages.ray_tasks import driver_node_only
-
-    resources = {"CPU": 1.0}
-    if driver_node_only():
-        import ray
-
-        resources[f"node:{ray.util.get_node_ip_address()}"] = 0.001
-    return resources
-
-
 def ray_storage(storage_path: str | Path):
     """(storage_path, storage_filesystem) for Ray Train's RunConfig. A URL gets a
     pyarrow file system built here, on the driver, from the driver's environment
-    (AWS_ENDPOINT_URL, AWS_* credentials): Ray Train pickles it to its controller and
-    workers, whose processes may have started before those variables were set."""
+    (AWS_ENDPOINT_URL, AWS_* credentials, STORAGE_EMULATOR_HOST): Ray Train pickles it to
+    its controller and workers, whose processes may have started before those variables
+    were set."""
     if "://" not in str(storage_path):
         return str(Path(storage_path).resolve()), None
     import pyarrow.fs
@@ -149,6 +147,14 @@ def ray_storage(storage_path: str | Path):
             options.pop("access_key"), options.pop("secret_key"), options.pop("session_token")
         filesystem = pyarrow.fs.S3FileSystem(**{k: v for k, v in options.items() if v})
         return url[len("s3://"):], filesystem
+    emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+    if url.startswith(("gs://", "gcs://")) and emulator:
+        # A GCS emulator (what gcsfs and google-cloud-storage read): anonymous, over the
+        # scheme it names. Real GCS falls through to pyarrow's default credentials below.
+        scheme, _, host = emulator.rpartition("://")
+        filesystem = pyarrow.fs.GcsFileSystem(anonymous=True, scheme=scheme or "http",
+                                              endpoint_override=host.rstrip("/"))
+        return url.split("://", 1)[1], filesystem
     filesystem, path = pyarrow.fs.FileSystem.from_uri(url)
     return path, filesystem
 

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from pipeline.graph import STAGE_NAMES
-from pipeline.mirror import mirror_dir
+from stages.mirror import mirror_dir
 from pipeline.object_store import filesystem
 from tests.e2e.cli import REPO_ROOT, cli_command, cli_env, pretrain_cli
 from tests.e2e.conftest import CONFIG

@@ -1,7 +1,8 @@
 """This machine's local staging folder for an object-store location (its "mirror").
 
-Kept apart from pipeline.object_store so that the config (which names the mirror as the
-resolved workdir of an s3:// run) imports no object-store code.
+Kept apart from the object-store code so that the config (which names the mirror as the
+resolved workdir of an s3:// run) imports none of it; in `stages` because a Ray task on
+another node finds its own mirror here too (stages.staging).
 """
 
 from __future__ import annotations

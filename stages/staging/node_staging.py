@@ -1,0 +1,286 @@
+"""Ray tasks and Ray Train workers of an object-store run, on any node of the cluster.
+
+A stage of an s3:// (gs://, ...) run writes into the driver's mirror of the bucket
+(pipeline.remote_store), and its tasks get items naming files there. A task placed on
+another node sees none of them, so every task goes through a `StagedCall`:
+
+- On the driver's node it is the plain call: the files are right there.
+- On another node:
+  1. the files its item names are fetched into that node's own mirror (stages.mirror):
+     those the driver listed when it dispatched the task (`NodeStaging.dispatch`), each
+     with its sha256, skipped when the node already holds those bytes (transfer.holds);
+  2. the task gets a private copy of its stage's folder (only the files its item names),
+     the item's paths are moved there and to the node's mirror (item_paths.relocate), and
+     the function runs;
+  3. the files it wrote in that folder are uploaded under the same names in the bucket,
+     and named, with their sizes and digests, beside the result; the folder is removed.
+- The driver then downloads those files into its mirror (`NodeStaging.collect`), so the
+  stage's next step, and the commit, find the stage's whole output there as before; the
+  commit does not upload them again (`in_bucket`), and removes the objects tasks uploaded
+  that the stage deleted before it finished (a scratch folder).
+
+What the driver itself writes (or a task on its node) is uploaded when a task elsewhere
+is dispatched with an item naming it. A directory in an item stands for every file in it
+at that moment: a task writing into its stage's folder does not fetch the files other
+tasks of the same round write there.
+
+Ray Train workers get the same treatment through `staged_loop` (the loop's config is the
+item). A worker cannot return a list of files, so it writes one to the bucket
+(`<stage>/.uploads/<uuid>.json`), and the driver reads those after `fit`.
+
+Files are trusted by sha256: a node's copy is used only if its record says it holds the
+bytes the driver named, so a forced re-run's new weights of the same size are fetched
+again, never mistaken for the old ones.
+
+The corpus and task data the stages read outside the mirror (data_dir, ingest sources)
+must be readable from every node: a URL or a shared mount.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stages.mirror import mirror_dir
+from stages.staging import transfer
+from stages.staging.item_paths import paths_under, relocate
+
+UPLOADS = ".uploads"
+
+# (relative path in the bucket, size, sha256); relative to the run's URL
+FileState = tuple[str, int, str]
+# A file a task wrote: its FileState, and when the task only appended to the copy it was
+# given (a metrics.jsonl), that copy's size and where the appended bytes were put (the
+# object under the file's own name keeps the bytes other tasks were dispatched with);
+# else None, None.
+Uploaded = tuple[str, int, str, int | None, str | None]
+
+@dataclass(frozen=True)
+class StagedResult:
+    value: Any
+    uploaded: tuple[Uploaded, ...] = ()
+
+
+def _current_node() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
+
+
+@dataclass
+class NodeStaging:
+    """The driver's side, for one stage of an object-store run.
+
+    `known` maps the committed input files (relative to `url`) to their sha256, from the
+    inputs' manifests: those are in the bucket already."""
+
+    url: str
+    driver_root: Path
+    stage_dir: Path
+    known: dict[str, str] = field(default_factory=dict)
+    # relative path -> (size, mtime_ns, sha256) of this stage's files whose bytes are in
+    # the bucket under that name (uploaded by a task elsewhere, or pushed by the driver)
+    synced: dict[str, tuple[int, int, str]] = field(default_factory=dict)
+    _driver_node: str | None = None
+
+    def __post_init__(self) -> None:
+        self.driver_root = Path(self.driver_root)
+        self.stage_dir = Path(self.stage_dir)
+        self.stage_rel = self.stage_dir.relative_to(self.driver_root).as_posix()
+
+    @property
+    def driver_node(self) -> str:
+        if self._driver_node is None:
+            self._driver_node = _current_node()
+        return self._driver_node
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.driver_root).as_posix()
+
+    # -- before tasks are dispatched --------------------------------------------------------
+    def dispatch(self, function: Callable, items: list[Any]) -> StagedCall:
+        """The call to send in place of `function`: it names, for every path under the
+        mirror that `items` mention, the files there now, with their digests. This
+        stage's files among them are uploaded first unless they are there already."""
+        fs, root = transfer.bucket(self.url)
+        plan: dict[str, tuple[FileState, ...]] = {}
+        folders: dict[str, tuple[str, ...]] = {}
+        for reference in sorted({p for item in items for p in paths_under(item, self.driver_root)}):
+            if reference.is_file():
+                files, dirs = [reference], [reference.parent]
+            elif reference.is_dir():
+                files = sorted(p for p in reference.rglob("*") if p.is_file())
+                dirs = [reference, *(p for p in reference.rglob("*") if p.is_dir())]
+            else:  # a file the task will write, into a folder the driver made
+                files, dirs = [], [reference.parent] if reference.parent.is_dir() else []
+            rel = self._rel(reference)
+            plan[rel] = tuple(state for path in files if (state := self._state(fs, root, path)) is not None)
+            # The task's private copy of the stage's folder has these, empty or not.
+            folders[rel] = tuple(self._rel(d) for d in dirs if d.is_relative_to(self.stage_dir))
+        return StagedCall(function, self.url, str(self.driver_root), self.stage_rel,
+                          self.driver_node, plan, folders)
+
+    def _state(self, fs, root: str, path: Path) -> FileState | None:
+        rel = self._rel(path)
+        if transfer.RECORDS in Path(rel).parts:
+            return None
+        stat = path.stat()
+        if rel in self.known:
+            return rel, stat.st_size, self.known[rel]
+        synced = self.synced.get(rel)
+        if synced is not None and synced[:2] == (stat.st_size, stat.st_mtime_ns):
+            return rel, stat.st_size, synced[2]
+        if not rel.startswith(self.stage_rel + "/"):
+            return None  # not this stage's, not a committed input: not ours to upload
+        size, digest = transfer.upload(fs, root, self.driver_root, rel)
+        self.synced[rel] = (size, path.stat().st_mtime_ns, digest)
+        return rel, size, digest
+
+    # -- after they finished --------------------------------------------------------------
+    def collect(self, result: Any) -> Any:
+        """A task's value; the files it uploaded from another node come into this mirror.
+        A file the task only appended to gets those bytes appended here, so that tasks
+        appending to one log side by side (fine-tuning tasks' metrics.jsonl) lose none."""
+        if not isinstance(result, StagedResult):
+            return result
+        if result.uploaded:
+            fs, root = transfer.bucket(self.url)
+            for rel, size, digest, appended_from, tail in result.uploaded:
+                local = self.driver_root / rel
+                if tail is not None:
+                    # Onto the driver's copy, which others may have appended to meanwhile:
+                    # it now differs from the object, so the commit uploads it.
+                    transfer.append_object(fs, root, tail, local)
+                    self.synced.pop(rel, None)
+                    continue
+                if not transfer.holds(self.driver_root, rel, size, digest):
+                    transfer.download(fs, root, self.driver_root, rel, digest)
+                stat = local.stat()
+                self.synced[rel] = (stat.st_size, stat.st_mtime_ns, digest)
+        return result.value
+
+    def collect_worker_uploads(self) -> None:
+        """What Ray Train workers on other nodes uploaded (their `.uploads` lists)."""
+        fs, root = transfer.bucket(self.url)
+        folder = transfer.key(root, f"{self.stage_rel}/{UPLOADS}")
+        try:
+            lists = sorted(fs.find(folder))
+        except FileNotFoundError:
+            return
+        for listing in lists:
+            uploaded = tuple(tuple(entry) for entry in json.loads(fs.cat_file(listing)))
+            self.collect(StagedResult(None, uploaded))
+            fs.rm_file(listing)
+
+    def in_bucket(self) -> dict[str, tuple[int, int]]:
+        """This stage's files (relative to its folder) whose bytes are in the bucket,
+        with the (size, mtime_ns) the local copy had then."""
+        prefix = self.stage_rel + "/"
+        return {rel[len(prefix):]: (size, mtime_ns) for rel, (size, mtime_ns, _) in self.synced.items()
+                if rel.startswith(prefix)}
+
+
+@dataclass(frozen=True)
+class StagedCall:
+    """The task's side: picklable, sent in place of the function (see the module doc)."""
+
+    function: Callable
+    url: str
+    driver_root: str
+    stage_rel: str
+    driver_node: str
+    plan: dict[str, tuple[FileState, ...]]
+    folders: dict[str, tuple[str, ...]]
+
+    def __call__(self, item: Any) -> StagedResult:
+        if _current_node() == self.driver_node:
+            return StagedResult(self.function(item))
+        value, uploaded = self.run_elsewhere(item)
+        return StagedResult(value, uploaded)
+
+    def run_elsewhere(self, item: Any) -> tuple[Any, tuple[Uploaded, ...]]:
+        """Fetch, run in a private folder for the stage, upload what it wrote."""
+        driver_root, node_root = Path(self.driver_root), mirror_dir(self.url)
+        fs, root = transfer.bucket(self.url)
+        # The stage's folder is private to this task: tasks of one node run side by side,
+        # and one must never upload another's half-written file as its own output.
+        private_root = node_root / transfer.RECORDS / "tasks" / uuid.uuid4().hex
+        private_stage = private_root / self.stage_rel
+        moves = [(driver_root / self.stage_rel, private_stage), (driver_root, node_root)]
+        given: dict[str, FileState] = {}  # the stage's files copied into the private folder
+        fetched = 0
+        try:
+            private_stage.mkdir(parents=True)
+            for reference in paths_under(item, driver_root):
+                reference_rel = reference.relative_to(driver_root).as_posix()
+                for folder in self.folders.get(reference_rel, ()):
+                    (private_root / folder).mkdir(parents=True, exist_ok=True)
+                for rel, size, digest in self.plan.get(reference_rel, ()):
+                    if not transfer.holds(node_root, rel, size, digest):
+                        transfer.download(fs, root, node_root, rel, digest)
+                        fetched += 1
+                    if rel.startswith(self.stage_rel + "/"):  # the node's copy stays as fetched
+                        target = private_root / rel
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copy2(node_root / rel, target)
+                        given[rel] = (rel, size, digest)
+            before = _listing(private_stage)
+            value = self.function(relocate(item, moves))
+            uploaded = []
+            for path, signature in sorted(_listing(private_stage).items()):
+                if before.get(path) != signature:
+                    rel = f"{self.stage_rel}/{path}"
+                    if rel in given and transfer.starts_with(private_root / rel, *given[rel][1:]):
+                        tail = f"{self.stage_rel}/{UPLOADS}/tails/{uuid.uuid4().hex}"
+                        size, digest = transfer.upload_tail(fs, root, private_root, rel, given[rel][1], tail)
+                        uploaded.append((rel, size, digest, given[rel][1], tail))
+                    else:
+                        size, digest = transfer.upload(fs, root, private_root, rel)
+                        uploaded.append((rel, size, digest, None, None))
+                    # The node keeps it: a later task here that reads it needs no download.
+                    transfer.keep(private_root, node_root, rel, digest)
+            transfer.log_work(node_root, self.stage_rel, fetched=fetched, uploaded=len(uploaded))
+            back = [(private_stage, driver_root / self.stage_rel), (node_root, driver_root)]
+            return relocate(value, back), tuple(uploaded)
+        finally:
+            shutil.rmtree(private_root, ignore_errors=True)
+
+
+def _listing(directory: Path) -> dict[str, tuple[int, int]]:
+    found = {}
+    for current, _, names in os.walk(directory):
+        for name in names:
+            path = Path(current) / name
+            stat = path.stat()
+            found[path.relative_to(directory).as_posix()] = (stat.st_size, stat.st_mtime_ns)
+    return found
+
+
+def run_staged(call: StagedCall, item: Any) -> StagedResult:
+    """A Ray task's body (module level, so Ray pickles it by reference)."""
+    return call(item)
+
+
+def staged_loop(call: StagedCall, loop_config: dict) -> None:
+    """A Ray Train worker's loop: the loop config is the item; what a worker elsewhere
+    uploaded is listed in the bucket for the driver (`collect_worker_uploads`)."""
+    if _current_node() == call.driver_node:
+        call.function(loop_config)
+        return
+    _, uploaded = call.run_elsewhere(loop_config)
+    if uploaded:
+        fs, root = transfer.bucket(call.url)
+        fs.pipe_file(transfer.key(root, f"{call.stage_rel}/{UPLOADS}/{uuid.uuid4().hex}.json"),
+                     json.dumps([list(entry) for entry in uploaded]).encode())
+
+
+def loop_for(call: StagedCall) -> Callable[[dict], None]:
+    """Ray Train inspects the loop's signature: a partial keeps the one `config` argument."""
+    return functools.partial(staged_loop, call)

@@ -1,0 +1,138 @@
+"""Moving one file between a node's mirror and the bucket, and knowing, without reading
+it again, that a local file holds given bytes.
+
+Each node remembers what it fetched or uploaded in `<mirror>/.node-staging/`: per file,
+the sha256 of its bytes with the size and mtime the file had then; and in work.jsonl, a
+line per task that ran there (its stage, files fetched and uploaded), to tell where the
+work of a stage went. A file whose size and
+mtime still match its record holds those bytes; any other local file is fetched again.
+Size alone would not do: a forced re-run writes files of the same size with other bytes
+(retrained weights), and a node must never use the old ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from pathlib import Path
+
+RECORDS = ".node-staging"
+
+
+def bucket(url: str):
+    """(fsspec file system, root path) for the run's bucket URL."""
+    from stages.bucket_fs import url_filesystem
+
+    return url_filesystem(url)
+
+
+def key(root: str, rel: str) -> str:
+    return f"{root.rstrip('/')}/{rel}"
+
+
+def sha256_file(path: Path) -> str:
+    hasher = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+def _record_path(local_root: Path, rel: str) -> Path:
+    return local_root / RECORDS / (hashlib.sha256(rel.encode()).hexdigest()[:32] + ".json")
+
+
+def remember(local_root: Path, rel: str, sha256: str) -> None:
+    """Record that the local file `rel` now holds the bytes with `sha256`."""
+    stat = (local_root / rel).stat()
+    record = _record_path(local_root, rel)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    temporary = record.with_name(f"{record.name}.{uuid.uuid4().hex}")
+    temporary.write_text(json.dumps({"rel": rel, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+                                     "sha256": sha256}))
+    os.replace(temporary, record)  # two tasks of one node may record one file at once
+
+
+def holds(local_root: Path, rel: str, size: int, sha256: str) -> bool:
+    """Whether the local file `rel` holds the bytes `sha256` (by its record)."""
+    try:
+        stat = (local_root / rel).stat()
+        record = json.loads(_record_path(local_root, rel).read_text())
+    except (OSError, ValueError):
+        return False
+    return (record.get("rel") == rel and record.get("sha256") == sha256 and stat.st_size == size
+            and record.get("size") == size and record.get("mtime_ns") == stat.st_mtime_ns)
+
+
+def download(fs, root: str, local_root: Path, rel: str, sha256: str) -> None:
+    """Fetch `rel` into the local mirror under a temporary name, then rename: a task killed
+    mid-download never leaves a short file that looks fetched."""
+    local = local_root / rel
+    local.parent.mkdir(parents=True, exist_ok=True)
+    partial = local.with_name(f".{local.name}.{uuid.uuid4().hex}.partial")
+    try:
+        fs.get_file(key(root, rel), str(partial))
+        if (found := sha256_file(partial)) != sha256:
+            raise RuntimeError(
+                f"{key(root, rel)} changed in the bucket after the driver listed it (sha256 "
+                f"{found[:12]}..., expected {sha256[:12]}...): two tasks rewrote one file of the "
+                f"stage, or another driver writes this stage; run the stage again")
+        os.replace(partial, local)
+    finally:
+        partial.unlink(missing_ok=True)
+    remember(local_root, rel, sha256)
+
+
+def upload(fs, root: str, local_root: Path, rel: str) -> tuple[int, str]:
+    """Put the local file `rel` under the same name in the bucket; (size, sha256)."""
+    local = local_root / rel
+    digest = sha256_file(local)
+    fs.put_file(str(local), key(root, rel))
+    remember(local_root, rel, digest)
+    return local.stat().st_size, digest
+
+
+def starts_with(path: Path, size: int, sha256: str) -> bool:
+    """Whether the file's first `size` bytes have that digest (it was only appended to)."""
+    if path.stat().st_size < size:
+        return False
+    hasher, left = hashlib.sha256(), size
+    with open(path, "rb") as f:
+        while left and (chunk := f.read(min(left, 8 << 20))):
+            hasher.update(chunk)
+            left -= len(chunk)
+    return hasher.hexdigest() == sha256
+
+
+def upload_tail(fs, root: str, local_root: Path, rel: str, offset: int, tail_rel: str) -> tuple[int, str]:
+    """Put the local file's bytes from `offset` on under `tail_rel`; the whole file's
+    (size, sha256)."""
+    local = local_root / rel
+    with open(local, "rb") as f:
+        f.seek(offset)
+        fs.pipe_file(key(root, tail_rel), f.read())
+    return local.stat().st_size, sha256_file(local)
+
+
+def append_object(fs, root: str, tail_rel: str, local: Path) -> None:
+    """Append the object `tail_rel` to the local file, then delete the object."""
+    data = fs.cat_file(key(root, tail_rel))
+    with open(local, "ab") as f:
+        f.write(data)
+    fs.rm_file(key(root, tail_rel))
+
+def keep(private_root: Path, local_root: Path, rel: str, sha256: str) -> None:
+    """Move an uploaded file from a task's private folder into the node's mirror."""
+    target = local_root / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(private_root / rel, target)
+    remember(local_root, rel, sha256)
+
+
+def log_work(local_root: Path, stage_rel: str, **counts: int) -> None:
+    log = local_root / RECORDS / "work.jsonl"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a", encoding="utf-8") as f:  # one short line per write: appends stay whole
+        f.write(json.dumps({"stage": stage_rel, "pid": os.getpid(), **counts}) + "\n")
