@@ -2,6 +2,7 @@
 
     DATA_DIR=/work/shared/data .venv/bin/python benchmarks/s3_pipeline.py       # 2 rounds, ~10 min on 2 cores
     .venv/bin/python benchmarks/s3_pipeline.py --rounds 1 --out /tmp/s3_pipeline.json
+    .venv/bin/python benchmarks/s3_pipeline.py --two-nodes      # both sides on one 2-node cluster
 
 One process starts a real S3 server (moto, tests/s3_server.py) on loopback and creates one
 bucket; then, per round, both sides run the real CLI as a subprocess, each with its own
@@ -20,6 +21,13 @@ store does around the stage: fetching inputs into the mirror, uploading at commi
 after the s3 run, the objects and bytes under its prefix in the bucket (s3fs
 `find(detail=True)`), next to the bytes of the local run's workdir.
 
+With --two-nodes, both sides run on one `ray.cluster_utils.Cluster` of two nodes with one
+CPU each instead of their own local Ray: the head (where the CLI runs) and node B, whose
+workers have their own PRETRAIN_MIRROR. The local side's tasks share the workdir through
+this machine's disk, as on a shared file system; the s3 side's tasks on node B fetch and
+upload through the bucket (stages/staging): its cost is what the ratio shows. Node B's
+work log (tasks per stage, files fetched and uploaded) is printed after each s3 run.
+
 The sides alternate (round 1: local first, round 2: s3 first, ...) so that load from
 elsewhere on a shared machine falls on both; the table shows medians over the rounds and
 ratio = s3 / local (above 1: the object store is slower). The S3 server runs in a thread
@@ -30,9 +38,11 @@ the s3 side, as a co-located MinIO's would be, but a remote store's network late
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -103,7 +113,20 @@ def bucket_contents(url: str) -> dict:
             "per_prefix": per_prefix}
 
 
-def run_side(side: str, round_index: int, overrides: list[str]) -> dict:
+def node_work(mirror: Path) -> dict[str, list[int]]:
+    """Per stage: [tasks, files fetched, files uploaded] on a node, from its work log."""
+    work: dict[str, list[int]] = {}
+    for log in mirror.glob("*/.node-staging/work.jsonl"):
+        for line in log.read_text().splitlines():
+            entry = json.loads(line)
+            counts = work.setdefault(entry["stage"].split("/", 1)[0], [0, 0, 0])
+            counts[0] += 1
+            counts[1] += entry["fetched"]
+            counts[2] += entry["uploaded"]
+    return work
+
+
+def run_side(side: str, round_index: int, overrides: list[str], node_mirror: Path | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"s3-pipeline-{side}-") as temp:
         if side == "local":
             workdir = Path(temp) / "run"
@@ -115,7 +138,24 @@ def run_side(side: str, round_index: int, overrides: list[str]) -> dict:
             contents = bucket_contents(url)
             result.update(contents)
             result["mirror_objects"], result["mirror_bytes"] = folder_bytes(Path(temp) / "mirror")
+            if node_mirror is not None:
+                result["node_b_work"] = node_work(node_mirror)
+                print(f"node B's work (stage: [tasks, fetched, uploaded]): {result['node_b_work']}", flush=True)
     return result
+
+
+@contextlib.contextmanager
+def two_node_cluster(node_mirror: Path):
+    """A head and node B with one CPU each; node B's workers have their own mirror."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        cluster.add_node(num_cpus=1, env_vars={"PRETRAIN_MIRROR": str(node_mirror)})
+        cluster.wait_for_nodes()
+        yield cluster.address
+    finally:
+        cluster.shutdown()
 
 
 def median(values: list[float]) -> float:
@@ -132,6 +172,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None,
                         help="pretrain.max_steps (default: the config's)")
     parser.add_argument("--out", type=Path, default=None, help="write the raw results as JSON here")
+    parser.add_argument("--two-nodes", action="store_true",
+                        help="both sides on one two-node Ray cluster (node B with its own mirror)")
     args = parser.parse_args()
     os.environ.setdefault("DATA_DIR", str(REPO_ROOT.parent / "shared" / "data"))
     overrides = ["-o", f"pretrain.max_steps={args.steps}"] if args.steps else []
@@ -139,13 +181,19 @@ def main() -> None:
     from tests.s3_server import make_bucket, s3_server
 
     results: dict[str, list[dict]] = {"local": [], "s3": []}
-    with s3_server() as endpoint:
+    with s3_server() as endpoint, tempfile.TemporaryDirectory(prefix="s3-pipeline-node-b-") as node_b, \
+            (two_node_cluster(Path(node_b)) if args.two_nodes else contextlib.nullcontext()) as address:
         make_bucket(BUCKET)
         print(f"S3 server at {endpoint}, bucket s3://{BUCKET}", flush=True)
+        if address:
+            overrides += ["-o", f"ray.address={address}"]
         for round_index in range(args.rounds):
             order = ("local", "s3") if round_index % 2 == 0 else ("s3", "local")
             for side in order:
-                result = run_side(side, round_index, overrides)
+                if address:  # each s3 round's node-B work alone
+                    shutil.rmtree(node_b, ignore_errors=True)
+                    Path(node_b).mkdir()
+                result = run_side(side, round_index, overrides, Path(node_b) if address else None)
                 results[side].append(result)
                 print(f"round {round_index + 1}: {side} {result['wall_s']:.1f} s, "
                       f"{result['objects']} files / {result['bytes'] / 1e6:.1f} MB", flush=True)

@@ -62,6 +62,7 @@ FileState = tuple[str, int, str]
 # else None, None.
 Uploaded = tuple[str, int, str, int | None, str | None]
 
+
 @dataclass(frozen=True)
 class StagedResult:
     value: Any

@@ -1,12 +1,12 @@
 """The real CLI with its workdir in a gs:// bucket on a GCS emulator on loopback
-(fake-gcs-server over HTTP; gcsfs unmocked), on the session Ray, stopped after the
-tokenizer (--only): where the stages' files go and how they are found again is what is
-tested here; test_s3_pipeline_e2e runs the whole pipeline on S3 through the same store.
+(fake-gcs-server over HTTP; gcsfs and pyarrow's GcsFileSystem unmocked), on the session
+Ray: the whole tiny pipeline, its later stages kept small.
 
 What it pins: each stage's files and its manifest are in the bucket, committed through
-the generation preconditions (pipeline.object_store); `status` and `plan` of the bucket
-see the stages done and cached; and from an empty machine (the mirror deleted) the same
-command reuses both stages from the bucket."""
+the generation preconditions (pipeline.object_store), and Ray Train's checkpoints too
+(stages.training.launch.ray_storage); `status`, `plan` and a deep `verify` of the bucket
+see every stage done, cached and intact; and from an empty machine (the mirror deleted)
+the same command reuses every stage from the bucket."""
 
 from __future__ import annotations
 
@@ -15,24 +15,26 @@ import shutil
 
 import pytest
 
+from pipeline.graph import STAGE_NAMES
 from pipeline.object_store import filesystem
 from tests.e2e.cli import REPO_ROOT, pretrain_cli
 from tests.e2e.conftest import CONFIG
 from tests.gcs_server import make_gcs_bucket
 
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
-STAGES = ("ingest", "tokenizer")
+STAGES = STAGE_NAMES
 
 
-def test_ingest_and_tokenizer_into_a_gcs_bucket_are_reused_from_it_on_an_empty_machine(
+def test_the_tiny_pipeline_into_a_gcs_bucket_is_reused_from_it_on_an_empty_machine(
         gcs_endpoint, ray_address, tmp_path, monkeypatch):
     monkeypatch.setenv("PRETRAIN_MIRROR", str(tmp_path / "mirror"))  # read by the CLI (cli_env)
     url = f"{make_gcs_bucket('e2e-gcs-runs')}/gpt-tiny"
     fs, root = filesystem(url)
-    args = (CONFIG, "-o", f"workdir={url}", "-o", f"ray.address={ray_address}")
-    only = ("--only", "ingest", "--only", "tokenizer")
+    args = (CONFIG, "-o", f"workdir={url}", "-o", f"ray.address={ray_address}",
+            "-o", "finetune.num_workers=1", "-o", "finetune.max_train_examples=64",
+            "-o", "evaluate.num_workers=1", "-o", "evaluate.tasks=[copa]", "-o", "evaluate.max_examples=4")
 
-    first = pretrain_cli("run", *args, *only, timeout=300)
+    first = pretrain_cli("run", *args, timeout=400)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
     for stage in STAGES:
         assert f"[{stage}] done" in first.stdout, first.stdout[-3000:]
@@ -42,8 +44,9 @@ def test_ingest_and_tokenizer_into_a_gcs_bucket_are_reused_from_it_on_an_empty_m
         prefix = path.rsplit("/", 1)[0]
         for entry in manifest["files"]:  # every file it lists, at its size
             assert fs.info(f"{prefix}/{entry['path']}")["size"] == entry["bytes"], entry
+    assert fs.glob(f"{root}/pretrain/*/ray/pretrain/checkpoint-step*/*")  # Ray Train's, in the bucket
     assert fs.exists(f"{root}/pipeline.json")
-    assert not fs.glob(f"{root}/{STAGES[0]}/.*.lock") and not fs.glob(f"{root}/{STAGES[1]}/.*.lock")
+    assert not any(fs.glob(f"{root}/{stage}/.*.lock") for stage in STAGES)
     assert not (REPO_ROOT / "gs:").exists()  # nothing in a local folder named like the URL
 
     shutil.rmtree(tmp_path / "mirror")  # another machine: nothing local
@@ -55,10 +58,11 @@ def test_ingest_and_tokenizer_into_a_gcs_bucket_are_reused_from_it_on_an_empty_m
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
     lines = {line.split()[0]: line for line in plan.stdout.splitlines()[2:] if line.strip()}
     assert all("cached" in lines[stage] for stage in STAGES), plan.stdout
-    assert "cached" not in lines["dataset"], plan.stdout
+    verify = pretrain_cli("verify", url)
+    assert verify.returncode == 0 and verify.stdout.count(" ok") == len(STAGES), verify.stdout[-3000:]
 
     shutil.rmtree(tmp_path / "mirror", ignore_errors=True)  # what status and plan fetched
-    second = pretrain_cli("run", *args, *only, timeout=300)
+    second = pretrain_cli("run", *args, timeout=300)
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-4000:]
     for stage in STAGES:
         assert f"[{stage}] cached" in second.stdout, second.stdout[-3000:]
