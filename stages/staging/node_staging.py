@@ -111,7 +111,7 @@ class NodeStaging:
         mirror that `items` mention, the files there now, with their digests. This
         stage's files among them are uploaded first unless they are there already."""
         fs, root = transfer.bucket(self.url)
-        plan: dict[str, tuple[FileState, ...]] = {}
+        listed: dict[str, list[Path]] = {}
         folders: dict[str, tuple[str, ...]] = {}
         for reference in sorted({p for item in items for p in paths_under(item, self.driver_root)}):
             if reference.is_file():
@@ -122,27 +122,35 @@ class NodeStaging:
             else:  # a file the task will write, into a folder the driver made
                 files, dirs = [], [reference.parent] if reference.parent.is_dir() else []
             rel = self._rel(reference)
-            plan[rel] = tuple(state for path in files if (state := self._state(fs, root, path)) is not None)
+            listed[rel] = files
             # The task's private copy of the stage's folder has these, empty or not.
             folders[rel] = tuple(self._rel(d) for d in dirs if d.is_relative_to(self.stage_dir))
+        self._push(fs, root, {path for files in listed.values() for path in files})
+        plan = {rel: tuple(state for path in files if (state := self._state(path)) is not None)
+                for rel, files in listed.items()}
         return StagedCall(function, self.url, str(self.driver_root), self.stage_rel,
                           self.driver_node, plan, folders)
 
-    def _state(self, fs, root: str, path: Path) -> FileState | None:
+    def _push(self, fs, root: str, paths: set[Path]) -> None:
+        """Upload this stage's files among `paths` that the bucket does not have as they
+        are now (a task elsewhere may read them)."""
+        rels = sorted(self._rel(path) for path in paths
+                      if path.is_relative_to(self.stage_dir) and self._state(path) is None)
+        rels = [rel for rel in rels if transfer.RECORDS not in Path(rel).parts]
+        for rel, (size, digest) in zip(rels, transfer.upload(fs, root, self.driver_root, rels)):
+            self.synced[rel] = (size, (self.driver_root / rel).stat().st_mtime_ns, digest)
+
+    def _state(self, path: Path) -> FileState | None:
+        """(rel, size, sha256) of a file whose bytes are in the bucket under its name, or
+        None (not pushed yet, or neither this stage's nor a committed input's)."""
         rel = self._rel(path)
-        if transfer.RECORDS in Path(rel).parts:
-            return None
         stat = path.stat()
         if rel in self.known:
             return rel, stat.st_size, self.known[rel]
         synced = self.synced.get(rel)
         if synced is not None and synced[:2] == (stat.st_size, stat.st_mtime_ns):
             return rel, stat.st_size, synced[2]
-        if not rel.startswith(self.stage_rel + "/"):
-            return None  # not this stage's, not a committed input: not ours to upload
-        size, digest = transfer.upload(fs, root, self.driver_root, rel)
-        self.synced[rel] = (size, path.stat().st_mtime_ns, digest)
-        return rel, size, digest
+        return None
 
     # -- after they finished --------------------------------------------------------------
     def collect(self, result: Any) -> Any:
@@ -153,18 +161,19 @@ class NodeStaging:
             return result
         if result.uploaded:
             fs, root = transfer.bucket(self.url)
-            for rel, size, digest, appended_from, tail in result.uploaded:
-                local = self.driver_root / rel
+            whole = [(rel, size, digest) for rel, size, digest, _, tail in result.uploaded if tail is None]
+            transfer.download(fs, root, self.driver_root, [
+                (rel, digest) for rel, size, digest in whole
+                if not transfer.holds(self.driver_root, rel, size, digest)])
+            for rel, size, digest in whole:
+                stat = (self.driver_root / rel).stat()
+                self.synced[rel] = (stat.st_size, stat.st_mtime_ns, digest)
+            for rel, _, _, _, tail in result.uploaded:
                 if tail is not None:
                     # Onto the driver's copy, which others may have appended to meanwhile:
                     # it now differs from the object, so the commit uploads it.
-                    transfer.append_object(fs, root, tail, local)
+                    transfer.append_object(fs, root, tail, self.driver_root / rel)
                     self.synced.pop(rel, None)
-                    continue
-                if not transfer.holds(self.driver_root, rel, size, digest):
-                    transfer.download(fs, root, self.driver_root, rel, digest)
-                stat = local.stat()
-                self.synced[rel] = (stat.st_size, stat.st_mtime_ns, digest)
         return result.value
 
     def collect_worker_uploads(self) -> None:
@@ -215,39 +224,36 @@ class StagedCall:
         private_root = node_root / transfer.RECORDS / "tasks" / uuid.uuid4().hex
         private_stage = private_root / self.stage_rel
         moves = [(driver_root / self.stage_rel, private_stage), (driver_root, node_root)]
-        given: dict[str, FileState] = {}  # the stage's files copied into the private folder
-        fetched = 0
+        wanted: dict[str, tuple[int, str]] = {}
         try:
             private_stage.mkdir(parents=True)
             for reference in paths_under(item, driver_root):
                 reference_rel = reference.relative_to(driver_root).as_posix()
                 for folder in self.folders.get(reference_rel, ()):
                     (private_root / folder).mkdir(parents=True, exist_ok=True)
-                for rel, size, digest in self.plan.get(reference_rel, ()):
-                    if not transfer.holds(node_root, rel, size, digest):
-                        transfer.download(fs, root, node_root, rel, digest)
-                        fetched += 1
-                    if rel.startswith(self.stage_rel + "/"):  # the node's copy stays as fetched
-                        target = private_root / rel
-                        target.parent.mkdir(parents=True, exist_ok=True)
-                        shutil.copy2(node_root / rel, target)
-                        given[rel] = (rel, size, digest)
+                wanted.update({rel: (size, digest) for rel, size, digest in self.plan.get(reference_rel, ())})
+            missing = [(rel, digest) for rel, (size, digest) in sorted(wanted.items())
+                       if not transfer.holds(node_root, rel, size, digest)]
+            transfer.download(fs, root, node_root, missing)
+            given = {rel: state for rel, state in wanted.items() if rel.startswith(self.stage_rel + "/")}
+            for rel, (_, digest) in given.items():  # the node's copies stay as fetched
+                transfer.copy_checked(fs, root, node_root, private_root, rel, digest)
             before = _listing(private_stage)
             value = self.function(relocate(item, moves))
+            changed = [f"{self.stage_rel}/{path}" for path, signature in sorted(_listing(private_stage).items())
+                       if before.get(path) != signature]
+            appended = [rel for rel in changed if rel in given and transfer.starts_with(private_root / rel, *given[rel])]
+            written = [rel for rel in changed if rel not in appended]
             uploaded = []
-            for path, signature in sorted(_listing(private_stage).items()):
-                if before.get(path) != signature:
-                    rel = f"{self.stage_rel}/{path}"
-                    if rel in given and transfer.starts_with(private_root / rel, *given[rel][1:]):
-                        tail = f"{self.stage_rel}/{UPLOADS}/tails/{uuid.uuid4().hex}"
-                        size, digest = transfer.upload_tail(fs, root, private_root, rel, given[rel][1], tail)
-                        uploaded.append((rel, size, digest, given[rel][1], tail))
-                    else:
-                        size, digest = transfer.upload(fs, root, private_root, rel)
-                        uploaded.append((rel, size, digest, None, None))
-                    # The node keeps it: a later task here that reads it needs no download.
-                    transfer.keep(private_root, node_root, rel, digest)
-            transfer.log_work(node_root, self.stage_rel, fetched=fetched, uploaded=len(uploaded))
+            for rel, (size, digest) in zip(written, transfer.upload(fs, root, private_root, written)):
+                uploaded.append((rel, size, digest, None, None))
+                # The node keeps it: a later task here that reads it needs no download.
+                transfer.keep(private_root, node_root, rel, digest)
+            for rel in appended:
+                tail = f"{self.stage_rel}/{UPLOADS}/tails/{uuid.uuid4().hex}"
+                size, digest = transfer.upload_tail(fs, root, private_root, rel, given[rel][0], tail)
+                uploaded.append((rel, size, digest, given[rel][0], tail))
+            transfer.log_work(node_root, self.stage_rel, fetched=len(missing), uploaded=len(uploaded))
             back = [(private_stage, driver_root / self.stage_rel), (node_root, driver_root)]
             return relocate(value, back), tuple(uploaded)
         finally:

@@ -66,32 +66,48 @@ def holds(local_root: Path, rel: str, size: int, sha256: str) -> bool:
             and record.get("size") == size and record.get("mtime_ns") == stat.st_mtime_ns)
 
 
-def download(fs, root: str, local_root: Path, rel: str, sha256: str) -> None:
-    """Fetch `rel` into the local mirror under a temporary name, then rename: a task killed
-    mid-download never leaves a short file that looks fetched."""
-    local = local_root / rel
-    local.parent.mkdir(parents=True, exist_ok=True)
-    partial = local.with_name(f".{local.name}.{uuid.uuid4().hex}.partial")
+def download(fs, root: str, local_root: Path, wanted: list[tuple[str, str]]) -> None:
+    """Fetch the files `wanted` ((rel, sha256) pairs) into the local mirror, all in one
+    call (s3fs and gcsfs fetch a list concurrently), each under a temporary name that is
+    renamed only once its bytes have the digest named: a task killed mid-download never
+    leaves a short file that looks fetched, and bytes that changed in the bucket since the
+    driver listed them are refused."""
+    if not wanted:
+        return
+    partials = []
+    for rel, _ in wanted:
+        local = local_root / rel
+        local.parent.mkdir(parents=True, exist_ok=True)
+        partials.append(local.with_name(f".{local.name}.{uuid.uuid4().hex}.partial"))
     try:
-        fs.get_file(key(root, rel), str(partial))
-        if (found := sha256_file(partial)) != sha256:
-            raise RuntimeError(
-                f"{key(root, rel)} changed in the bucket after the driver listed it (sha256 "
-                f"{found[:12]}..., expected {sha256[:12]}...): two tasks rewrote one file of the "
-                f"stage, or another driver writes this stage; run the stage again")
-        os.replace(partial, local)
+        fs.get([key(root, rel) for rel, _ in wanted], [str(p) for p in partials])
+        for (rel, sha256), partial in zip(wanted, partials):
+            if (found := sha256_file(partial)) != sha256:
+                raise RuntimeError(
+                    f"{key(root, rel)} changed in the bucket after the driver listed it (sha256 "
+                    f"{found[:12]}..., expected {sha256[:12]}...): two tasks rewrote one file of "
+                    f"the stage, or another driver writes this stage; run the stage again")
+        for (rel, sha256), partial in zip(wanted, partials):
+            os.replace(partial, local_root / rel)
+            remember(local_root, rel, sha256)
     finally:
-        partial.unlink(missing_ok=True)
-    remember(local_root, rel, sha256)
+        for partial in partials:
+            partial.unlink(missing_ok=True)
 
 
-def upload(fs, root: str, local_root: Path, rel: str) -> tuple[int, str]:
-    """Put the local file `rel` under the same name in the bucket; (size, sha256)."""
-    local = local_root / rel
-    digest = sha256_file(local)
-    fs.put_file(str(local), key(root, rel))
-    remember(local_root, rel, digest)
-    return local.stat().st_size, digest
+def upload(fs, root: str, local_root: Path, rels: list[str]) -> list[tuple[int, str]]:
+    """Put the local files `rels` under the same names in the bucket, in one call; their
+    (size, sha256), in order."""
+    if not rels:
+        return []
+    states = []
+    for rel in rels:
+        digest = sha256_file(local_root / rel)
+        states.append(((local_root / rel).stat().st_size, digest))
+    fs.put([str(local_root / rel) for rel in rels], [key(root, rel) for rel in rels])
+    for rel, (_, digest) in zip(rels, states):
+        remember(local_root, rel, digest)
+    return states
 
 
 def starts_with(path: Path, size: int, sha256: str) -> bool:
@@ -122,6 +138,20 @@ def append_object(fs, root: str, tail_rel: str, local: Path) -> None:
     with open(local, "ab") as f:
         f.write(data)
     fs.rm_file(key(root, tail_rel))
+
+def copy_checked(fs, root: str, local_root: Path, private_root: Path, rel: str, sha256: str) -> None:
+    """Copy the node's file `rel` into a task's private folder, with the bytes `sha256`:
+    another task of the node may have replaced the node's copy since it was checked, and
+    then this one is fetched from the bucket again."""
+    import shutil
+
+    target = private_root / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(local_root / rel, target)
+    if sha256_file(target) != sha256:
+        target.unlink()
+        download(fs, root, private_root, [(rel, sha256)])
+
 
 def keep(private_root: Path, local_root: Path, rel: str, sha256: str) -> None:
     """Move an uploaded file from a task's private folder into the node's mirror."""

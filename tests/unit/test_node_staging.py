@@ -107,9 +107,9 @@ def test_a_task_elsewhere_reads_through_the_bucket_and_its_files_come_back(run, 
     assert (node_root / "dataset/fp1/train/shard-0.bin").is_file()
     work = [json.loads(line) for line in (node_root / ".node-staging/work.jsonl").read_text().splitlines()]
     assert [(w["stage"], w["uploaded"]) for w in work] == [("dataset/fp1", 2), ("dataset/fp1", 2)]
-    # The second task used the node's copies, but for the log: the node's copy has the first
-    # task's line, and the second gets the log as it was dispatched.
-    assert work[0]["fetched"] == 3 and work[1]["fetched"] == 1
+    # The second task used the node's copies (the log too: a task's appended lines are not
+    # kept in the node's copy, which stays the one both tasks were dispatched with).
+    assert work[0]["fetched"] == 3 and work[1]["fetched"] == 0
 
 
 def test_a_node_never_takes_its_old_copy_of_the_same_size_for_the_new_bytes(run, monkeypatch):
@@ -157,3 +157,21 @@ def test_bytes_that_changed_in_the_bucket_after_dispatch_are_refused_by_name(run
     with pytest.raises(RuntimeError, match=rf"{TOKENIZER} changed in the bucket after the driver listed it"):
         on_node(monkeypatch, tmp_path / "fresh-node", call, item)
     assert not (tmp_path / "fresh-node" / mirror_dir(staging.url).name / TOKENIZER).exists()
+
+
+def test_a_task_copies_the_stage_file_it_was_dispatched_with_even_if_the_nodes_copy_moved_on(run, tmp_path):
+    """Another task of the node may replace the node's copy between the check and the
+    copy into this task's private folder: the copy is checked, and fetched again."""
+    from stages.staging import transfer
+
+    staging, store, _ = run
+    plan = staging.stage_dir / "plan.json"
+    rel = f"{staging.stage_rel}/plan.json"
+    staging._push(store.fs, store.root, {plan})
+    digest = staging.synced[rel][2]
+    node_root, private_root = tmp_path / "node-copy", tmp_path / "private"
+    (node_root / rel).parent.mkdir(parents=True)
+    (node_root / rel).write_text('{"shards": 3}')  # what another task left there
+    transfer.copy_checked(store.fs, store.root, node_root, private_root, rel, digest)
+    assert (private_root / rel).read_text() == '{"shards": 2}'
+    assert (node_root / rel).read_text() == '{"shards": 3}'  # the node's copy is left to its owner
