@@ -180,11 +180,7 @@ class NodeStaging:
         """What Ray Train workers on other nodes uploaded (their `.uploads` lists)."""
         fs, root = transfer.bucket(self.url)
         folder = transfer.key(root, f"{self.stage_rel}/{UPLOADS}")
-        try:
-            lists = sorted(fs.find(folder))
-        except FileNotFoundError:
-            return
-        for listing in lists:
+        for listing in sorted(fs.glob(f"{folder}/*.json")):  # not tails/, which the lists name
             uploaded = tuple(tuple(entry) for entry in json.loads(fs.cat_file(listing)))
             self.collect(StagedResult(None, uploaded))
             fs.rm_file(listing)
@@ -221,7 +217,8 @@ class StagedCall:
         fs, root = transfer.bucket(self.url)
         # The stage's folder is private to this task: tasks of one node run side by side,
         # and one must never upload another's half-written file as its own output.
-        private_root = node_root / transfer.RECORDS / "tasks" / uuid.uuid4().hex
+        transfer.remove_dead_task_folders(node_root)
+        private_root = transfer.task_folder(node_root)
         private_stage = private_root / self.stage_rel
         moves = [(driver_root / self.stage_rel, private_stage), (driver_root, node_root)]
         wanted: dict[str, tuple[int, str]] = {}

@@ -153,6 +153,26 @@ def copy_checked(fs, root: str, local_root: Path, private_root: Path, rel: str, 
         download(fs, root, private_root, [(rel, sha256)])
 
 
+def task_folder(local_root: Path) -> Path:
+    """A new private folder for a task of this process (named by its pid)."""
+    return local_root / RECORDS / "tasks" / f"{os.getpid()}-{uuid.uuid4().hex}"
+
+
+def remove_dead_task_folders(local_root: Path) -> None:
+    """The private folders of tasks whose process is gone (killed before its `finally`
+    ran: a node lost its worker, a driver was SIGKILLed). A live process's folder stays,
+    however long its task runs."""
+    import shutil
+
+    import psutil
+
+    tasks = local_root / RECORDS / "tasks"
+    for folder in tasks.iterdir() if tasks.is_dir() else ():
+        pid = folder.name.split("-", 1)[0]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def keep(private_root: Path, local_root: Path, rel: str, sha256: str) -> None:
     """Move an uploaded file from a task's private folder into the node's mirror."""
     target = local_root / rel

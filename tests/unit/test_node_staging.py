@@ -175,3 +175,22 @@ def test_a_task_copies_the_stage_file_it_was_dispatched_with_even_if_the_nodes_c
     transfer.copy_checked(store.fs, store.root, node_root, private_root, rel, digest)
     assert (private_root / rel).read_text() == '{"shards": 2}'
     assert (node_root / rel).read_text() == '{"shards": 3}'  # the node's copy is left to its owner
+
+
+def test_a_training_worker_elsewhere_lists_its_uploads_in_the_bucket_for_the_driver(run, monkeypatch):
+    """Ray Train workers return nothing to the driver: what one on another node wrote
+    comes back through the list it leaves in the bucket (rank 0's exports, its log)."""
+    import stages.staging.node_staging as node_staging
+
+    staging, store, node_mirror = run
+    loop_config = {"job": job(staging, 7)}
+    loop = node_staging.loop_for(staging.dispatch(lambda config: pack(config["job"]), [loop_config]))
+    monkeypatch.setattr(node_staging, "_current_node", lambda: "worker-node")
+    monkeypatch.setenv("PRETRAIN_MIRROR", str(node_mirror))
+    loop(loop_config)
+    monkeypatch.undo()
+    assert not (staging.stage_dir / "train/shard-7.bin").exists()  # not on the driver yet
+    staging.collect_worker_uploads()
+    assert (staging.stage_dir / "train/shard-7.bin").read_bytes() == b'tokenizer-v2{"shards": 2}'
+    assert [r.get("shard") for r in MetricsLog(staging.stage_dir / "metrics.jsonl").read()] == [None, 7]
+    assert not store.fs.find(f"{store.root}/dataset/fp1/.uploads")  # the lists and tails are read and gone

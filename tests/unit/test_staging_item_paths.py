@@ -58,3 +58,4 @@ def test_relocation_keeps_types_moves_by_the_first_matching_root_and_leaves_the_
     assert back.output_dir == job.output_dir and back.pieces == job.pieces
     assert back.options == job.options and back.metrics_log.path == job.metrics_log.path
     assert relocate(job, [(tmp_path / "elsewhere", node)]) is job  # nothing to move: the same object
+
