@@ -17,13 +17,14 @@ gcsfs was not imported yet.
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+
+from tests.environment import environment
 
 START_SECONDS = 20.0
 
@@ -43,18 +44,12 @@ def gcs_server() -> Iterator[str]:
          "-port", str(port), "-external-url", endpoint, "-log-level", "error"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     settings = {"STORAGE_EMULATOR_HOST": endpoint, "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
-    saved = {name: os.environ.get(name) for name in settings}
     try:
         _wait_until_ready(server, endpoint)
-        os.environ.update(settings)
-        _forget_cached_clients()
-        yield endpoint
+        with environment(settings):
+            _forget_cached_clients()
+            yield endpoint
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         server.terminate()
         try:
             server.wait(timeout=5)

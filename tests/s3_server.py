@@ -16,6 +16,8 @@ import contextlib
 import os
 from collections.abc import Iterator
 
+from tests.environment import environment
+
 SERVER_ENV = {"AWS_ACCESS_KEY_ID": "testing-key", "AWS_SECRET_ACCESS_KEY": "testing-secret",
               "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
 
@@ -34,16 +36,10 @@ def s3_server() -> Iterator[str]:
     _forget_cached_clients()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    saved = {name: os.environ.get(name) for name in (*SERVER_ENV, "AWS_ENDPOINT_URL")}
-    os.environ.update(SERVER_ENV, AWS_ENDPOINT_URL=endpoint)
     try:
-        yield endpoint
+        with environment({**SERVER_ENV, "AWS_ENDPOINT_URL": endpoint}):
+            yield endpoint
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         server.stop()
         _forget_cached_clients()
 

@@ -12,7 +12,6 @@ import itertools
 import json
 import os
 import shutil
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -23,8 +22,10 @@ from pipeline.object_lease import ObjectLease, peek_lease
 from pipeline.object_store import ObjectKeys, PreconditionFailed, filesystem
 from pipeline.remote_store import ObjectArtifactStore, open_store
 from pipeline.stage_lock import StageLocked
-from pipeline.store import StageCommitConflict, inventory
+from pipeline.store import StageCommitConflict
+from tests.lease_race import race
 from tests.gcs_server import make_gcs_bucket
+from tests.stage_files import FILES, finished_stage
 
 _names = itertools.count()
 
@@ -97,19 +98,6 @@ def test_replace_and_delete_need_the_current_generation(bucket):
 
 
 # -- the artifact store -------------------------------------------------------------------
-FILES = {"shard-0.bin": bytes(range(256)) * 40, "nested/part/metrics.jsonl": b'{"step": 1}\n',
-         "empty.txt": b""}
-
-
-def finished_stage(store: ObjectArtifactStore, stage: str = "dataset", fp: str = "fp0001") -> dict:
-    directory = store.prepare(stage, fp, keep_partial=False)
-    for name, data in FILES.items():
-        (directory / name).parent.mkdir(parents=True, exist_ok=True)
-        (directory / name).write_bytes(data)
-    manifest = {"stage": stage, "fingerprint": fp, "files": inventory(directory), "metrics": {"n": 1}}
-    store.write_manifest(stage, fp, manifest)
-    return manifest
-
 
 def test_files_go_up_at_the_commit_and_come_back_byte_for_byte(bucket, tmp_path):
     store = open_store(f"{bucket}/runs/a")
@@ -207,22 +195,7 @@ def test_a_silent_lease_is_taken_over_by_one_driver_and_its_old_holder_cannot_de
 
     # Two drivers take over at once: exactly one wins (ifGenerationMatch on the stale generation).
     contenders = [lease(fs, noticing, stale_seconds=1) for _ in range(2)]
-    barrier = threading.Barrier(2)
-    outcomes: list[object] = [None, None]
-
-    def contend(i):
-        barrier.wait()
-        try:
-            contenders[i].acquire()
-            outcomes[i] = "won"
-        except StageLocked as error:
-            outcomes[i] = error
-
-    threads = [threading.Thread(target=contend, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    outcomes = race(contenders)
     assert sorted(map(str, outcomes)).count("won") == 1, outcomes
     winner = contenders[outcomes.index("won")]
 

@@ -19,6 +19,7 @@ import pytest
 from pipeline.object_lease import ObjectLease, peek_lease
 from pipeline.object_store import ObjectKeys, filesystem, json_bytes
 from pipeline.stage_lock import StageLocked
+from tests.lease_race import race
 from tests.s3_server import make_bucket
 
 _keys = itertools.count()
@@ -97,22 +98,7 @@ def test_a_silent_lease_is_taken_over_by_one_driver_and_its_old_holder_cannot_co
     # Two drivers take over at once: exactly one wins (If-Match on the stale etag).
     contender_messages: list[list[str]] = [[], []]
     contenders = [lease(fs, noticing, contender_messages[i], stale_seconds=1) for i in range(2)]
-    barrier = threading.Barrier(2)
-    outcomes: list[object] = [None, None]
-
-    def contend(i):
-        barrier.wait()
-        try:
-            contenders[i].acquire()
-            outcomes[i] = "won"
-        except StageLocked as error:
-            outcomes[i] = error
-
-    threads = [threading.Thread(target=contend, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    outcomes = race(contenders)
     assert sorted(map(str, outcomes)).count("won") == 1, outcomes
     winner = contenders[outcomes.index("won")]
     said = contender_messages[outcomes.index("won")]

@@ -15,6 +15,7 @@ from pipeline.object_store import filesystem
 from pipeline.remote_store import ObjectArtifactStore, open_store
 from pipeline.store import RUN_INDEX, StageCommitConflict, inventory
 from tests.s3_server import make_bucket
+from tests.stage_files import FILES, finished_stage
 
 _buckets = itertools.count()
 
@@ -40,20 +41,6 @@ def put_object(url: str, data: bytes) -> None:
 
     bucket, _, key = url[len("s3://"):].partition("/")
     boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=data)
-
-
-FILES = {"shard-0.bin": bytes(range(256)) * 40, "nested/part/metrics.jsonl": b'{"step": 1}\n',
-         "empty.txt": b""}
-
-
-def finished_stage(store: ObjectArtifactStore, stage: str = "dataset", fp: str = "fp0001") -> dict:
-    directory = store.prepare(stage, fp, keep_partial=False)
-    for name, data in FILES.items():
-        (directory / name).parent.mkdir(parents=True, exist_ok=True)
-        (directory / name).write_bytes(data)
-    manifest = {"stage": stage, "fingerprint": fp, "files": inventory(directory), "metrics": {"n": 1}}
-    store.write_manifest(stage, fp, manifest)
-    return manifest
 
 
 def test_files_go_up_at_the_commit_and_come_back_byte_for_byte(bucket, tmp_path):
