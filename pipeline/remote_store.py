@@ -9,9 +9,9 @@ matter:
   (only those missing or of another size), so the stage reads local files as always.
 - `write_manifest` when it succeeded: every file the manifest lists is uploaded, then the
   manifest is created with a conditional put (If-None-Match: * on S3, ifGenerationMatch=0
-  on GCS). Objects appear whole or
-  not at all, so a reader sees either no manifest or the complete one, and the files it
-  lists are already there: the rename of the local store, without a rename.
+  on GCS). Objects appear whole or not at all, so a reader sees either no manifest or the
+  complete one, and the files it lists are already there: the rename of the local store,
+  without a rename.
 
 Ray Train checkpoints do not pass through the mirror: the training stages give Ray Train
 `stage_url(...)/ray` as its storage_path, so a driver killed mid-run (or its machine lost)
@@ -31,9 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pipeline.object_lease import ObjectLease, peek_lease
-from stages.mirror import mirror_dir
 from pipeline.object_store import ObjectKeys, PreconditionFailed, filesystem, join, json_bytes
 from pipeline.store import FAILURE, MANIFEST, ArtifactStore, Damage, StageCommitConflict, write_json_atomic
+from stages.mirror import mirror_dir
 
 
 class ObjectArtifactStore:

@@ -1,7 +1,7 @@
 """An object-store run's tasks and Ray Train workers on any node (see node_staging.py).
 
 item_paths.py    the local paths inside a task's work item: find them, move them
-transfer.py      one file between a node's mirror and the bucket, trusted by sha256
+transfer.py      files between a node's mirror and the bucket, trusted by sha256
 node_staging.py  the driver's side (dispatch, collect, what the commit may skip) and the
                  task's side (fetch, run in a private folder, upload)
 """

@@ -1,4 +1,4 @@
-"""Moving one file between a node's mirror and the bucket, and knowing, without reading
+"""Moving files between a node's mirror and the bucket, and knowing, without reading
 it again, that a local file holds given bytes.
 
 Each node remembers what it fetched or uploaded in `<mirror>/.node-staging/`: per file,
