@@ -17,7 +17,6 @@ digest is the literal "remote", so they join the fingerprint by name only.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -25,19 +24,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from stages.file_digest import sha256_file
+
 MISSING = "missing"
 REMOTE = "remote"
-_BLOCK = 1 << 20
 # Show a progress bar only for hashing that takes a while (a big corpus seen first).
 _PROGRESS_MIN_BYTES = 256 << 20
-
-
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class InputHasher:

@@ -117,8 +117,9 @@ class NodeStaging:
             if reference.is_file():
                 files, dirs = [reference], [reference.parent]
             elif reference.is_dir():
-                files = sorted(p for p in reference.rglob("*") if p.is_file())
-                dirs = [reference, *(p for p in reference.rglob("*") if p.is_dir())]
+                inside = sorted(reference.rglob("*"))
+                files = [p for p in inside if p.is_file()]
+                dirs = [reference, *(p for p in inside if p.is_dir())]
             else:  # a file the task will write, into a folder the driver made
                 files, dirs = [], [reference.parent] if reference.parent.is_dir() else []
             rel = self._rel(reference)
@@ -136,7 +137,6 @@ class NodeStaging:
         are now (a task elsewhere may read them)."""
         rels = sorted(self._rel(path) for path in paths
                       if path.is_relative_to(self.stage_dir) and self._state(path) is None)
-        rels = [rel for rel in rels if transfer.RECORDS not in Path(rel).parts]
         for rel, (size, digest) in zip(rels, transfer.upload(fs, root, self.driver_root, rels)):
             self.synced[rel] = (size, (self.driver_root / rel).stat().st_mtime_ns, digest)
 

@@ -18,6 +18,8 @@ import os
 import uuid
 from pathlib import Path
 
+from stages.file_digest import sha256_file
+
 RECORDS = ".node-staging"
 
 
@@ -30,14 +32,6 @@ def bucket(url: str):
 
 def key(root: str, rel: str) -> str:
     return f"{root.rstrip('/')}/{rel}"
-
-
-def sha256_file(path: Path) -> str:
-    hasher = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(8 << 20):
-            hasher.update(chunk)
-    return hasher.hexdigest()
 
 
 def _record_path(local_root: Path, rel: str) -> Path:

@@ -59,7 +59,7 @@ def run(s3_endpoint, tmp_path, monkeypatch):
     (stage_dir / "train").mkdir()
     (stage_dir / "plan.json").write_text('{"shards": 2}')
     MetricsLog(stage_dir / "metrics.jsonl").log({"stage": "dataset", "started": True})
-    from stages.staging.transfer import sha256_file
+    from stages.file_digest import sha256_file
 
     staging = NodeStaging(url, driver_root, stage_dir, {TOKENIZER: sha256_file(tokenizer)},
                           _driver_node="driver-node")
@@ -122,7 +122,7 @@ def test_a_node_never_takes_its_old_copy_of_the_same_size_for_the_new_bytes(run,
     new_tokenizer = staging.driver_root / TOKENIZER
     new_tokenizer.write_bytes(b"tokenizer-v3")
     store.fs.put_file(str(new_tokenizer), f"{store.root}/{TOKENIZER}")
-    from stages.staging.transfer import sha256_file
+    from stages.file_digest import sha256_file
 
     staging.known[TOKENIZER] = sha256_file(new_tokenizer)
     result = on_node(monkeypatch, node_mirror, staging.dispatch(pack, [item]), item)
