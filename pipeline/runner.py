@@ -25,7 +25,7 @@ from pipeline.graph import BY_NAME
 from pipeline.planner import Decision, Selection, plan
 from pipeline.ray_session import RaySession
 from pipeline.remote_store import open_store
-from pipeline.store import RUN_INDEX, ArtifactStore, inventory, write_json_atomic
+from pipeline.store import FAILURE, RUN_INDEX, ArtifactStore, inventory, remove_temporaries, write_json_atomic
 from stages.ray_tasks import staged_through_bucket
 from stages.staging.node_staging import NodeStaging
 from pipeline.wandb_stage_log import log_stage
@@ -34,10 +34,12 @@ LIBRARIES = ("torch", "ray", "deepspeed", "pyarrow", "tokenizers", "datasets", "
 
 
 class StageFailed(RuntimeError):
-    """A stage raised; the message names the stage and the cause. No manifest was written."""
+    """A stage raised (or its outputs could not be recorded: `while_doing`); the message
+    names the stage and the cause. No manifest was written."""
 
-    def __init__(self, stage: str, cause: BaseException):
-        super().__init__(f"stage '{stage}' failed: {type(cause).__name__}: {cause}")
+    def __init__(self, stage: str, cause: BaseException, while_doing: str = ""):
+        during = f" while {while_doing}" if while_doing else ""
+        super().__init__(f"stage '{stage}' failed{during}: {type(cause).__name__}: {cause}")
         self.stage = stage
         self.cause = cause
 
@@ -114,6 +116,9 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
     fp, identity = fingerprints[spec.name]
     # A forced stage must not "resume" from its own finished checkpoints.
     output_dir = store.prepare(spec.name, fp, keep_partial=spec.resumes and not decision.forced)
+    # An earlier attempt killed mid-write (or on a full disk) may have left temporary
+    # files; a resuming stage keeps its *.partial progress.
+    remove_temporaries(output_dir, spec.scratch_dirs, keep_partial=True)
     # On an object store, the inputs' finished files are downloaded into the mirror first.
     inputs = {name: store.fetch(name, fingerprints[name][0]) for name in spec.inputs}
     ctx = StageContext(
@@ -130,13 +135,17 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
         with staged_through_bucket(staging):
             metrics = stage_function(ctx) or {}
     except Exception as error:  # recorded for `status`; never a manifest
-        store.write_failure(spec.name, fp, {
-            "stage": spec.name, "error": f"{type(error).__name__}: {error}",
-            "traceback": traceback.format_exc(), "time": time.time()})
+        _record_failure(store, spec.name, fp, error)
         raise StageFailed(spec.name, error) from error
     # Ctrl-C (KeyboardInterrupt) passes through untouched: the directory stays without a
     # manifest and the next run sees an interrupted attempt.
     end = time.time()
+    try:
+        remove_temporaries(output_dir, spec.scratch_dirs)
+        files = inventory(output_dir, spec.scratch_dirs)
+    except OSError as error:  # e.g. a file the stage wrote vanished or cannot be read
+        _record_failure(store, spec.name, fp, error)
+        raise StageFailed(spec.name, error, "listing its outputs") from error
     manifest = {
         "stage": spec.name, "fingerprint": fp, "identity": identity,
         "inputs": {name: fingerprints[name][0] for name in spec.inputs},
@@ -144,16 +153,34 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
         "start_time": start, "end_time": end, "wall_seconds": end - start,
         "host": socket.gethostname(), "python": platform.python_version(),
         "libraries": _library_versions(), "argv": sys.argv,
-        "files": inventory(output_dir, spec.scratch_dirs), "metrics": metrics,
+        "files": files, "metrics": metrics,
     }
     if lock is not None:
         lock.check_held()  # an object-store lease taken over meanwhile: never commit
-    if staging is None:
-        store.write_manifest(spec.name, fp, manifest)
-    else:
-        store.write_manifest(spec.name, fp, manifest, in_bucket=staging.in_bucket())
+    try:
+        if staging is None:
+            store.write_manifest(spec.name, fp, manifest)
+        else:
+            store.write_manifest(spec.name, fp, manifest, in_bucket=staging.in_bucket())
+    except OSError as error:  # a full disk: the manifest is written atomically, so none is there
+        _record_failure(store, spec.name, fp, error)
+        raise StageFailed(spec.name, error, "writing its manifest") from error
     log_stage(cfg, manifest, output_dir)  # one wandb run per stage; only ever warns
     return manifest
+
+
+def _record_failure(store: ArtifactStore, stage: str, fingerprint: str, error: BaseException) -> None:
+    """failure.json for `status`. On a full disk that write fails too: the stage's own
+    error must still reach the user, so this only warns (on stderr) and says why."""
+    try:
+        store.write_failure(stage, fingerprint, {
+            "stage": stage, "error": f"{type(error).__name__}: {error}",
+            "traceback": "".join(traceback.format_exception(error)), "time": time.time()})
+    except Exception as record_error:  # noqa: BLE001 - any cause; the stage's error comes next
+        where = store.stage_url(stage, fingerprint) or store.stage_dir(stage, fingerprint)
+        print(f"warning: could not record the failure of stage '{stage}' in {where}/{FAILURE} "
+              f"({type(record_error).__name__}: {record_error}); `pretrain status` will not show it",
+              file=sys.stderr)
 
 
 def _node_staging(store, output_dir: Path, input_manifests: dict, fingerprints: dict,

@@ -19,6 +19,7 @@ from typing import Any
 
 from pipeline.input_files import sha256_file
 from pipeline.stage_lock import StageLock, peek_holder
+from stages.file_tree import PARTIAL_SUFFIX, is_bookkeeping, leftover_temporaries
 
 MANIFEST = "manifest.json"
 FAILURE = "failure.json"
@@ -139,12 +140,17 @@ def write_json_atomic(path: Path, data: Any) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(temp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True, default=str)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temp, path)
+    try:
+        with open(temp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=True, default=str)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        # A full disk fails the write (or the flush): leave no half-written temp behind.
+        temp.unlink(missing_ok=True)
+        raise
     directory_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(directory_fd)
@@ -154,14 +160,33 @@ def write_json_atomic(path: Path, data: Any) -> Path:
 
 
 def inventory(directory: Path, skip_dirs: tuple[str, ...] = ()) -> list[dict]:
-    """Every output file with its size and sha256 (the manifest's file list)."""
+    """Every output file with its size and sha256 (the manifest's file list): not the
+    store's own records, tracking folders or temporary files (stages.file_tree)."""
     files = []
     for path in sorted(Path(directory).rglob("*")):
         relative = path.relative_to(directory)
-        if not path.is_file() or relative.parts[0] in skip_dirs or relative.name in (MANIFEST, FAILURE):
+        if (not path.is_file() or relative.parts[0] in skip_dirs or relative.name in (MANIFEST, FAILURE)
+                or is_bookkeeping(relative)):
             continue
         files.append({"path": str(relative), "bytes": path.stat().st_size, "sha256": sha256_file(path)})
     return files
+
+
+def remove_temporaries(directory: Path, skip_dirs: tuple[str, ...] = (), *,
+                       keep_partial: bool = False) -> list[Path]:
+    """Delete the temporary files an earlier failed or killed write left in a stage
+    directory; returns them. `keep_partial` spares `*.partial` files and folders, which
+    a resuming stage may continue from (an atomic write's temp is never continued)."""
+    removed = []
+    for path in leftover_temporaries(directory, skip_dirs):
+        if keep_partial and path.name.endswith(PARTIAL_SUFFIX):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
 
 
 @dataclass(frozen=True)
