@@ -126,12 +126,11 @@ def _sweep_or_none(submission: Submission):
 def _override_value(override: str):
     """KEY=VALUE's value as load_config reads it (YAML); None when it does not parse
     (load_config then reports it, naming the flag)."""
-    import yaml
+    from pipeline.config import ConfigError, parse_override
 
-    _, sep, text = override.partition("=")
     try:
-        return yaml.safe_load(text) if sep and text.strip() else None
-    except yaml.YAMLError:
+        return parse_override(override)[1]
+    except ConfigError:
         return None
 
 

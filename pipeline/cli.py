@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import cli_runs
-from pipeline.config import ConfigError, load_config
+from pipeline.config import ConfigError, load_config, parse_override
 from pipeline.graph import STAGE_NAMES
 from pipeline.planner import Selection, plan
 from pipeline.status import format_table, render
@@ -136,12 +136,9 @@ def _run_location(run_dir: str) -> Path | str:
 
 
 def _is_list_value(override: str) -> bool:
-    import yaml
-
-    text = override.partition("=")[2].strip()
     try:
-        return text.startswith("[") and isinstance(yaml.safe_load(text), list)
-    except yaml.YAMLError:
+        return isinstance(parse_override(override)[1], list)
+    except ConfigError:
         return False
 
 

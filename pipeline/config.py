@@ -7,15 +7,16 @@ valid key. `-o section.key=value` overrides are applied before validation.
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from pipeline.interpolate import MissingVariable, interpolate
 from pipeline.sweep_config import SweepConfig
-from pipeline.yaml_lines import load_yaml_with_lines
+from pipeline.yaml_lines import load_yaml_with_lines, parse_yaml
 from stages.dataset.config import DatasetConfig
 from stages.evaluate.config import EvaluateConfig
 from stages.finetune.config import FinetuneConfig
@@ -29,6 +30,13 @@ from stages.validation_errors import dotted_key, explain_validation_error, where
 
 class ConfigError(ValueError):
     """A mistake in the user's config; the message says where and what to do."""
+
+
+# "s3:/bucket/x" (a slash missing) would quietly become the local folder ./s3:/bucket/x.
+# One letter before the colon is a Windows drive (C:/runs), not a scheme.
+_URL_MISSING_SLASH = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/?(?!/)(.*)", re.DOTALL)
+_STORE_SCHEMES = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "hdfs", "http", "https",
+                  "file", "memory"}
 
 
 class RayConfig(Section):
@@ -95,7 +103,12 @@ class ExperimentConfig(Section):
     @field_validator("workdir", "store")
     @classmethod
     def _workdir_is_a_path_or_a_url(cls, value: str | None) -> str | None:
-        # "s3://bucket/x" taken as a path would quietly become the local folder ./s3:/bucket/x.
+        looks_like_url = value is not None and _URL_MISSING_SLASH.fullmatch(value)
+        if looks_like_url and "://" not in value:
+            scheme, rest = looks_like_url.groups()
+            if value[len(scheme) + 1:].startswith("/") or scheme.lower() in _STORE_SCHEMES:
+                raise ValueError(f"a slash missing? write {scheme}://{rest.lstrip('/')} for the object "
+                                 f"store, or ./{value} for a local folder of that name")
         if value is not None and "://" in value:
             scheme, _, rest = value.partition("://")
             if not scheme.isidentifier() or not rest.strip("/"):
@@ -152,7 +165,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         raise ConfigError(f"config file {path} does not exist (try one of configs/*.yaml)")
     try:
         raw, lines = load_yaml_with_lines(path)
-    except ValueError as e:
+    except ValueError as e:  # YamlInputError: not UTF-8, not YAML, or hostile YAML
         raise ConfigError(str(e)) from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections (name:, ingest:, ...)")
@@ -174,20 +187,44 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         raise ConfigError(explain_validation_error(e, path, lines, ExperimentConfig)) from None
 
 
-def _apply_override(raw: dict, override: str) -> tuple:
+def parse_override(override: str) -> tuple[tuple[str, ...], Any]:
+    """`section.key=value` -> (("section", "key"), the value read as YAML; None when empty).
+
+    The value goes through the same hardened YAML reader as config files; a malformed
+    one raises ConfigError naming the flag. Shared by `run`, `plan` and `sweep`.
+    """
     key, sep, value_text = override.partition("=")
-    if not sep or not key.strip():
-        raise ConfigError(f"override '{override}' must look like section.key=value")
-    parts = key.strip().split(".")
+    parts = tuple(part.strip() for part in key.split("."))
+    flag = _flag(override)
+    if not sep or not all(parts):
+        raise ConfigError(f"{flag}: an override must look like section.key=value, "
+                          f"e.g. -o pretrain.max_steps=2000")
+    if not value_text.strip():
+        return parts, None
+    try:
+        value, _ = parse_yaml(value_text, flag, with_lines=False)
+    except ValueError as e:  # YamlInputError, naming the flag
+        raise ConfigError(f"{e}; the value is read as YAML: quote text that starts with [ {{ : & * ! "
+                          f"or contains ': ' (-o '{key.strip()}=\"...\"')") from None
+    return parts, value
+
+
+def _apply_override(raw: dict, override: str) -> tuple:
+    parts, value = parse_override(override)
     node = raw
     for part in parts[:-1]:
         child = node.get(part)
         if child is None:
             child = node[part] = {}
         if not isinstance(child, dict):
-            raise ConfigError(f"override '{override}': '{part}' is not a section")
+            raise ConfigError(f"{_flag(override)}: '{part}' is not a section")
         node = child
-    node[parts[-1]] = yaml.safe_load(value_text) if value_text.strip() else None
-    return tuple(parts)
+    node[parts[-1]] = value
+    return parts
+
+
+def _flag(override: str) -> str:
+    # Quoted where a shell needs it: "-o 'pretrain.lr=: x'" reads unambiguously.
+    return f"-o {shlex.quote(override)}"
 
 

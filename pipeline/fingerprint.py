@@ -39,14 +39,16 @@ def fingerprint_of(identity: dict) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def compute_all(cfg: ExperimentConfig) -> dict[str, tuple[str, dict]]:
+def compute_all(cfg: ExperimentConfig, *, save_cache: bool = True) -> dict[str, tuple[str, dict]]:
     """stage name -> (fingerprint, identity), in graph order. Stats every input file and
     hashes only those whose size or mtime changed since the workdir's hash cache saw
-    them; never reads stage outputs."""
+    them; never reads stage outputs. `save_cache=False` (a plan) reads the cache but
+    writes nothing: the new digests live only in memory."""
     hasher = InputHasher(cfg.resolved_workdir / HASH_CACHE)
     out: dict[str, tuple[str, dict]] = {}
     for spec in STAGES:
         identity = stage_identity(spec, cfg, {n: out[n][0] for n in spec.inputs}, hasher)
         out[spec.name] = (fingerprint_of(identity), identity)
-    hasher.save()
+    if save_cache:
+        hasher.save()
     return out

@@ -69,7 +69,9 @@ def plan(cfg: ExperimentConfig, selection: Selection = Selection(), *, deep: boo
     manifest (`run --verify`); otherwise sizes only."""
     selection.validate()
     store = open_store(cfg.store_location, cfg.resolved_store)
-    fingerprints = fingerprints or compute_all(cfg)
+    # A plan writes nothing (not even the input-hash cache); `run` computes the
+    # fingerprints itself, saves the cache and passes them in.
+    fingerprints = fingerprints or compute_all(cfg, save_cache=False)
     selected, forced = selection.selected(), selection.forced()
     decisions: list[Decision] = []
     for spec in STAGES:

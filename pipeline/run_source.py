@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from pipeline.config import ConfigError
 from pipeline.graph import STAGE_NAMES
 from pipeline.runner import load_run_index, run_store
 from pipeline.remote_store import open_store
 from pipeline.store import ArtifactStore
+from pipeline.yaml_lines import parse_yaml
 from stages.report.sources import RunSource, StageRecord
 
 
@@ -64,7 +63,8 @@ def _stage_record(store: ArtifactStore, name: str, fingerprint: str) -> StageRec
 def _resolved_config(run_dir: Path) -> dict:
     path = run_dir / "config.resolved.yaml"
     try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        # The hardened reader: a run folder handed to `report` may come from anyone.
+        loaded, _ = parse_yaml(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, ValueError):
         return {}
     return loaded if isinstance(loaded, dict) else {}
