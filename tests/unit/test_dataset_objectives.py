@@ -161,17 +161,76 @@ def test_static_masking_is_15_percent_80_10_10_never_special(corpus, static_nsp)
     assert not np.isin(got[got != mask_id], list(special)).any()
 
 
+def loader_masking_shares(dataset_dir: Path, tokenizer_dir: Path, epochs: int) -> dict[str, float]:
+    """What the model is fed, read through the loader (stages.data.loader + batches):
+    the share of maskable tokens chosen for prediction, and of the chosen ones the shares
+    sent to [MASK], to a random token and left unchanged, over `epochs` epochs."""
+    tok = ids_of(tokenizer_dir)
+    special = [tok.token_to_id(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]
+    mask_id = tok.token_to_id("[MASK]")
+    loader = ExampleLoader(dataset_dir, "train", 16, seed=5, drop_last=False)
+    inputs, labels = [], []
+    for _ in range(epochs * len(loader)):
+        batch = next(loader)
+        inputs.append(batch["input_ids"].flatten().numpy())
+        labels.append(batch["labels"].flatten().numpy())
+    inputs, labels = np.concatenate(inputs), np.concatenate(labels)
+    chosen = labels != IGNORE_INDEX
+    original = np.where(chosen, labels, inputs)
+    maskable = ~np.isin(original, special)
+    assert not (chosen & ~maskable).any()  # never a special token
+    got, target = inputs[chosen], labels[chosen]
+    assert not np.isin(got[got != mask_id], special).any()  # random tokens are never special
+    return {"chosen": chosen.sum() / maskable.sum(), "num_chosen": int(chosen.sum()),
+            "mask": (got == mask_id).mean(), "unchanged": (got == target).mean(),
+            "random": ((got != mask_id) & (got != target)).mean()}
+
+
+@pytest.fixture(scope="module")
+def dynamic_nsp(corpus) -> Path:
+    out = corpus["root"] / "mlm-dynamic"
+    build(corpus["ingest"], corpus["wordpiece"], out, objective="mlm", seq_len=64)  # the defaults
+    return out
+
+
+@pytest.mark.parametrize("masking", ["dynamic", "static"])
+def test_the_loader_feeds_15_percent_chosen_80_10_10(corpus, static_nsp, dynamic_nsp, masking):
+    # Dynamic masks (the default) are drawn by the batch builder, static ones read from
+    # the shards; either way this is what training sees. Over >10,000 chosen tokens the
+    # shares' standard errors are under 0.004: 0.02 is a five-sigma bound (fixed seeds).
+    dataset_dir, epochs = (dynamic_nsp, 4) if masking == "dynamic" else (static_nsp[0], 1)
+    shares = loader_masking_shares(dataset_dir, corpus["wordpiece"], epochs)
+    assert shares["num_chosen"] > 10_000
+    assert shares["chosen"] == pytest.approx(0.15, abs=0.01)
+    assert shares["mask"] == pytest.approx(0.8, abs=0.02)
+    assert shares["unchanged"] == pytest.approx(0.1, abs=0.02)  # a random token may equal its original
+    assert shares["random"] == pytest.approx(0.1, abs=0.02)
+
+
 def document_streams(ingest: Path, tokenizer_dir: Path) -> list[str]:
     """Each document's sentences' token ids back to back, as ',id,id,...,' text, so that
     `',a,b,' in stream` asks whether a, b is a run of that document's tokens."""
+    documents = [split_sentences(text)
+                 for shard in sorted((ingest / "documents").glob("*.parquet"))
+                 for text in pq.read_table(shard, columns=["text"]).column("text").to_pylist()]
+    return sentence_streams(documents, tokenizer_dir)
+
+
+def sentence_streams(documents: list[list[str]], tokenizer_dir: Path) -> list[str]:
     tok = ids_of(tokenizer_dir)
-    streams = []
-    for shard in sorted((ingest / "documents").glob("*.parquet")):
-        for text in pq.read_table(shard, columns=["text"]).column("text").to_pylist():
-            ids = [i for sentence in split_sentences(text)
-                   for i in tok.encode(sentence, add_special_tokens=False).ids]
-            streams.append("," + ",".join(map(str, ids)) + ",")
-    return streams
+    return ["," + ",".join(str(i) for sentence in sentences
+                           for i in tok.encode(sentence, add_special_tokens=False).ids) + ","
+            for sentences in documents]
+
+
+def pair_segments(rows: dict[str, np.ndarray], sep: int) -> list[tuple[str, str]]:
+    """Each stored example's A and B (no masks stored: dynamic) as ',id,id,' text."""
+    segments = []
+    for ids, n in zip(rows["input_ids"], rows["num_tokens"], strict=True):
+        first_sep = int(np.flatnonzero(ids == sep)[0])
+        segments.append(tuple("," + ",".join(map(str, side.tolist())) + ","
+                              for side in (ids[1:first_sep], ids[first_sep + 1:n - 1])))
+    return segments
 
 
 def test_mlm_segments_are_runs_of_one_documents_tokens(corpus, static_nsp):
@@ -357,9 +416,24 @@ def test_loader_reads_a_remote_dataset_through_a_local_cache(static_nsp, tmp_pat
 
 
 def test_sentences_column_is_used_when_present(tmp_path, corpus):
-    ingest = make_corpus(tmp_path, num_shards=1, docs_per_shard=60, with_sentences=True)
+    # The column and the text tell different stories (disjoint words): every stored
+    # segment must be a run of the column's tokens (read from the text, hardly any is).
+    rng = np.random.default_rng(1)
+    column_words, text_words = WORDS[:12], WORDS[12:]
+    rows = []
+    for d in range(60):
+        sentences, other = ([" ".join(rng.choice(words, rng.integers(4, 10))).capitalize() + "."
+                             for _ in range(rng.integers(2, 8))] for words in (column_words, text_words))
+        rows.append({"id": f"s0:{d}", "text": " ".join(other), "sentences": sentences})
+    ingest = tmp_path / "ingest"
+    (ingest / "documents").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows), ingest / "documents" / "part-00000.parquet")
     metrics = build(ingest, corpus["wordpiece"], tmp_path / "out", objective="mlm", seq_len=32)
-    assert metrics["train_rows"] > 0
+    assert metrics["train_rows"] > 20
+    sep = ids_of(corpus["wordpiece"]).token_to_id("[SEP]")
+    from_column = sentence_streams([row["sentences"] for row in rows], corpus["wordpiece"])
+    for a, b in pair_segments(read_split(tmp_path / "out"), sep):
+        assert any(a in stream for stream in from_column) and any(b in stream for stream in from_column)
 
 
 def test_objective_needs_its_special_tokens(corpus, tmp_path):

@@ -137,6 +137,29 @@ def test_mask_rows_chooses_exactly_the_rounded_share_and_never_a_special_token()
     assert (one_row[1] != IGNORE_INDEX).sum() == expected[0]
 
 
+@pytest.mark.parametrize("path", ["static", "dynamic"])
+def test_both_paths_choose_15_percent_and_send_80_10_10_to_mask_random_unchanged(path):
+    # static: mask_rows, the dataset writer's; dynamic: mask_examples, the batch builder's
+    # (one generator per example). ~29,000 chosen tokens: the shares' standard errors are
+    # under 0.0025, so 0.01 is a four-sigma bound, and the seeds are fixed.
+    rows = padded_rows(np.random.default_rng(3), num_rows=3000, seq_len=128)
+    if path == "static":
+        masked, labels = policy().mask_rows(rows, np.random.default_rng(11))
+    else:
+        masked, labels = policy().mask_examples(
+            rows, [np.random.default_rng([11, 0, example]) for example in range(len(rows))])
+    maskable, chosen = rows >= 5, labels != IGNORE_INDEX
+    assert not (chosen & ~maskable).any() and (labels[chosen] == rows[chosen]).all()
+    assert chosen.sum() / maskable.sum() == pytest.approx(0.15, abs=0.002)  # rounded per row
+    got, original = masked[chosen], rows[chosen]
+    as_mask, unchanged = (got == 4).mean(), (got == original).mean()
+    as_random = ((got != 4) & (got != original)).mean()
+    assert as_mask == pytest.approx(0.8, abs=0.01)
+    # A random token equals the original 1 time in 295: unchanged gains ~0.0003.
+    assert unchanged == pytest.approx(0.1, abs=0.01) and as_random == pytest.approx(0.1, abs=0.01)
+    assert (got[got != 4] >= 5).all()  # random tokens are never special
+
+
 def test_whole_word_masking_is_berts_greedy_pass_over_a_random_word_order():
     word_start = np.ones(300, dtype=bool)
     word_start[150:] = False  # ids 150.. continue the word before them ('##...')
