@@ -2,9 +2,14 @@
 and read one (ours or a downloaded checkpoint) as a starting point. No transformers
 import: config.json is written and read as plain JSON.
 
-    export_hf(model, "out/hf", tokenizer_json="tokenizer.json")
-        # out/hf/config.json, model.safetensors, tokenizer.json, tokenizer_config.json
+    export_hf(model, "out/hf", tokenizer_json="tokenizer.json", special_tokens={"eos_token": ...})
+        # out/hf/config.json, model.safetensors, tokenizer.json, tokenizer_config.json,
+        # special_tokens_map.json; generation_config.json for GPT and T5
     model = import_hf("out/hf")   # GPT, BertForPreTraining / Bert, or T5
+
+With the tokenizer's special tokens, config.json and generation_config.json carry their
+ids (bos, eos, pad; T5 also its decoder start), so that transformers' generate and
+pipeline("text-generation") stop at the end of text and pad batches with the right token.
 
 Supported: GPT <-> GPT2LMHeadModel, llama GPT <-> LlamaForCausalLM,
 BertForPreTraining <-> BertForPreTraining, Bert <-> BertModel (variant albert:
@@ -49,6 +54,10 @@ from stages.models.weights_file import read_weights
 
 HF_CONFIG_NAME = "config.json"
 HF_WEIGHTS_NAME = "model.safetensors"
+HF_GENERATION_CONFIG_NAME = "generation_config.json"
+# The classes transformers generates text with: they get a generation_config.json.
+GENERATIVE_ARCHITECTURES = ("GPT2LMHeadModel", "LlamaForCausalLM", "T5ForConditionalGeneration")
+GENERATION_TOKEN_IDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
 # ELECTRA's generator, a Hugging Face model of its own, inside the discriminator's folder
 ELECTRA_GENERATOR_FOLDER = "generator"
 
@@ -59,6 +68,11 @@ def export_hf(model: nn.Module, directory: str | Path, tokenizer_json: str | Pat
     go into tokenizer_config.json so that AutoTokenizer knows them."""
     directory = Path(directory)
     config, state, tied = _to_hf(model)  # first: a model it refuses leaves no folder behind
+    if tokenizer_json is not None:
+        # The model's own ids (T5's pad / eos, BERT's pad) stay; the ones it lacks (GPT's,
+        # which its config never holds) come from the tokenizer.
+        token_ids = special_token_ids(tokenizer_json, special_tokens or {})
+        config.update({key: value for key, value in token_ids.items() if config.get(key) is None})
     directory.mkdir(parents=True, exist_ok=True)
     if isinstance(model, BertForPreTraining) and model.config.span_boundary_objective:
         # Left out rather than refused: the pretrain stage exports every run, and the
@@ -72,15 +86,38 @@ def export_hf(model: nn.Module, directory: str | Path, tokenizer_json: str | Pat
     save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(directory / HF_WEIGHTS_NAME),
               metadata={"format": "pt"})
     (directory / HF_CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
+    if set(config["architectures"]) & set(GENERATIVE_ARCHITECTURES):
+        generation = {key: config[key] for key in GENERATION_TOKEN_IDS if config.get(key) is not None}
+        context = config.get("n_positions", config.get("max_position_embeddings"))
+        if context is not None:  # a causal LM: by default, generate no further than its positions reach
+            generation["max_length"] = context
+        (directory / HF_GENERATION_CONFIG_NAME).write_text(json.dumps(generation, indent=2) + "\n")
     if tokenizer_json is not None:
         shutil.copyfile(tokenizer_json, directory / "tokenizer.json")
         tokenizer_config = {"tokenizer_class": "PreTrainedTokenizerFast", **(special_tokens or {})}
         if "max_position_embeddings" in config or "n_positions" in config:
             tokenizer_config["model_max_length"] = config.get("max_position_embeddings", config.get("n_positions"))
         (directory / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
+        # Older transformers read the roles from here rather than tokenizer_config.json.
+        (directory / "special_tokens_map.json").write_text(json.dumps(special_tokens or {}, indent=2) + "\n")
     if isinstance(model, ElectraForPreTraining):  # as Google publishes ELECTRA: two models
         export_hf(model.generator, directory / ELECTRA_GENERATOR_FOLDER, tokenizer_json, special_tokens)
     return directory
+
+
+def special_token_ids(tokenizer_json: str | Path, special_tokens: dict[str, Any]) -> dict[str, int]:
+    """{"bos_token_id": ..., "eos_token_id": ..., "pad_token_id": ...}: the ids, in the
+    tokenizer, of the roles `special_tokens` names (those it names and the vocabulary has)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_json))
+    ids = {}
+    for role in ("bos_token", "eos_token", "pad_token"):
+        token = special_tokens.get(role)
+        token_id = tokenizer.token_to_id(token) if isinstance(token, str) else None
+        if token_id is not None:
+            ids[f"{role}_id"] = token_id
+    return ids
 
 
 def import_hf(directory: str | Path) -> nn.Module:
