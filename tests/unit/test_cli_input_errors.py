@@ -97,9 +97,12 @@ def test_a_python_tag_is_refused_naming_the_line(config_file):
 def test_a_url_with_a_slash_missing_is_refused_naming_the_key(config_file, key, value, meant):
     error = refused("plan", str(config_file), "-o", f"{key}={value}")
     assert f"'{key}': a slash missing? write {meant} for the object store" in error
+
+
+def test_a_url_with_a_slash_missing_in_the_file_names_its_line(config_file):
     with open(config_file, "a") as f:
-        f.write(f"{key}: {value}\n")  # the file's own value, overriding workdir: above
-    assert f"{config_file}:7: '{key}': a slash missing?" in refused("plan", str(config_file))
+        f.write("store: s3:/bucket/x\n")
+    assert f"{config_file}:7: 'store': a slash missing? write s3://bucket/x" in refused("plan", str(config_file))
 
 
 def test_plan_on_a_fresh_workdir_writes_nothing(config_file, tmp_path):
