@@ -24,6 +24,12 @@ compare-and-swap on one key. Both are the server's own preconditions:
 
 On other fsspec file systems `create` uses fsspec's exclusive mode "xb" where it exists,
 and `replace`/`delete` are not fenced (documented in object_lease).
+
+Which stores: STORE_SCHEMES, checked before fsspec is asked (it knows ftp://, http:// and
+more, and would connect to them first). Opening a run's store (`open_bucket`) asks the
+server for the bucket once per process, with short timeouts and one retry: a bucket that
+does not exist, refused credentials and an endpoint nobody answers on are each one clear
+error within seconds, before a stage or Ray starts.
 """
 
 from __future__ import annotations
@@ -45,11 +51,25 @@ def join(url: str, *parts: str) -> str:
     return "/".join([url.rstrip("/"), *(str(p).strip("/") for p in parts if str(p))])
 
 
+# What a workdir or store URL may name: the stores whose conditional writes the commit and
+# the lease rely on (ObjectKeys), and fsspec's in-process memory:// (tests, one process).
+STORE_SCHEMES = ("s3", "gs", "gcs", "memory")
+# The bucket check's limits: an endpoint nobody answers on fails in seconds, not minutes.
+PROBE_CONNECT_SECONDS = 3
+PROBE_READ_SECONDS = 5
+_reached: set[tuple[str, str, str | None]] = set()
+
+
 def filesystem(url: str):
-    """(fsspec file system, path inside it) for a URL; a clear error when the protocol's
-    package is missing or the bucket cannot be reached."""
+    """(fsspec file system, path inside it) for a URL; a clear error when the scheme is not
+    a store of runs or the protocol's package is missing."""
     from stages.bucket_fs import url_filesystem
 
+    scheme = url.partition("://")[0].lower()
+    if scheme not in STORE_SCHEMES:
+        raise ConfigError(f"{url}: {scheme}:// is not an object store a run can live in; use "
+                          f"s3://bucket/prefix (AWS S3, or an S3-compatible server named by AWS_ENDPOINT_URL), "
+                          f"gs://bucket/prefix, or a local or mounted path")
     try:
         return url_filesystem(url)
     except ImportError as error:
@@ -57,6 +77,70 @@ def filesystem(url: str):
                           f"({error}); s3:// needs s3fs, gs:// gcsfs (requirements/runtime.txt has both)") from None
     except ValueError as error:
         raise ConfigError(f"{url}: not a location fsspec knows ({error})") from None
+
+
+def open_bucket(url: str):
+    """`filesystem(url)` for a run's store, once its bucket is known to be there (see the
+    module docstring)."""
+    fs, path = filesystem(url)
+    bucket = path.split("/", 1)[0]
+    protocols = _protocols(fs)
+    seen = (protocols[0], bucket, os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("STORAGE_EMULATOR_HOST"))
+    if seen in _reached or not ({"s3", "gs", "gcs"} & set(protocols)):
+        return fs, path
+    if "s3" in protocols:
+        _check_s3_bucket(fs, url, bucket)
+    else:
+        _check_gcs_bucket(fs, url, bucket)
+    _reached.add(seen)
+    return fs, path
+
+
+def _check_s3_bucket(fs, url: str, bucket: str) -> None:
+    from botocore.exceptions import BotoCoreError, NoCredentialsError
+
+    # Its own client (the run's keeps botocore's patient retries for the long haul), with
+    # the run's options otherwise: credentials and endpoint are found the same way.
+    options = {key: value for key, value in fs.storage_options.items()
+               if key != "skip_instance_cache"}
+    config = {**options.pop("config_kwargs", {}), "connect_timeout": PROBE_CONNECT_SECONDS,
+              "read_timeout": PROBE_READ_SECONDS, "retries": {"total_max_attempts": 2, "mode": "standard"}}
+    probe = type(fs)(**options, config_kwargs=config, skip_instance_cache=True)
+    probe.retries = 1  # s3fs's own retry loop (a class setting), on top of botocore's
+    endpoint = options.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL")
+    where = f" at {endpoint} (AWS_ENDPOINT_URL)" if endpoint else ""
+    try:
+        probe.call_s3("head_bucket", Bucket=bucket)
+    except FileNotFoundError:
+        raise ConfigError(f"{url}: the bucket '{bucket}' does not exist{where}; create it first "
+                          f"(`aws s3 mb s3://{bucket}`), or fix the URL in workdir/store") from None
+    except PermissionError as error:
+        raise ConfigError(f"{url}: access to the bucket '{bucket}' was refused{where} ({error}); check the "
+                          f"credentials (AWS_PROFILE, or AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)") from None
+    except NoCredentialsError:
+        raise ConfigError(f"{url}: no credentials for S3; set AWS_PROFILE, or AWS_ACCESS_KEY_ID / "
+                          f"AWS_SECRET_ACCESS_KEY") from None
+    except (OSError, BotoCoreError) as error:
+        raise ConfigError(f"{url}: cannot reach the object store{where or ' (AWS S3)'}: {error}; check "
+                          f"AWS_ENDPOINT_URL and the network, then run again") from None
+
+
+def _check_gcs_bucket(fs, url: str, bucket: str) -> None:
+    endpoint = os.environ.get("STORAGE_EMULATOR_HOST")
+    where = f" at {endpoint} (STORAGE_EMULATOR_HOST)" if endpoint else ""
+    try:
+        fs.call("GET", "b/{}", bucket, fields="name")
+    except FileNotFoundError:
+        raise ConfigError(f"{url}: the bucket '{bucket}' does not exist{where}; create it first "
+                          f"(`gcloud storage buckets create gs://{bucket}`), or fix the URL in workdir/store") from None
+    except PermissionError as error:
+        raise ConfigError(f"{url}: access to the bucket '{bucket}' was refused{where} ({error}); check the "
+                          f"credentials (GOOGLE_APPLICATION_CREDENTIALS, or `gcloud auth application-default "
+                          f"login`)") from None
+    except Exception as error:  # noqa: BLE001 - gcsfs raises aiohttp's, google-auth's and its own
+        raise ConfigError(f"{url}: cannot reach the object store{where or ' (Google Cloud Storage)'}: "
+                          f"{type(error).__name__}: {error}; check the network and credentials, then run "
+                          f"again") from None
 
 
 @dataclass(frozen=True)
@@ -246,7 +330,7 @@ def put_files(url: str, directory, names) -> None:
     `url`; names missing locally are skipped."""
     from pathlib import Path
 
-    fs, base = filesystem(url)
+    fs, base = open_bucket(url)
     for name in names:
         local = Path(directory) / name
         if local.is_file():
@@ -257,7 +341,7 @@ def get_missing_files(url: str, directory, names) -> None:
     """The reverse of put_files for the names the local `directory` lacks and `url` has."""
     from pathlib import Path
 
-    fs, base = filesystem(url)
+    fs, base = open_bucket(url)
     for name in names:
         local = Path(directory) / name
         if not local.exists() and fs.exists(join(base, name)):

@@ -6,7 +6,8 @@ prefix (stages.mirror.mirror_dir). The store moves bytes at the two moments that
 matter:
 
 - `fetch` before a stage runs: its inputs' finished files are downloaded into the mirror
-  (only those missing or of another size), so the stage reads local files as always.
+  (those it does not hold with the manifest's bytes), so the stage reads local files as
+  always.
 - `write_manifest` when it succeeded: every file the manifest lists is uploaded, then the
   manifest is created with a conditional put (If-None-Match: * on S3, ifGenerationMatch=0
   on GCS). Objects appear whole or not at all, so a reader sees either no manifest or the
@@ -20,6 +21,14 @@ commit: a re-run on the same machine resumes from them, one on another machine s
 stage over. Its Ray tasks and workers may run on other nodes: they fetch and upload their
 own files, which the driver then gathers into the mirror (stages.staging.node_staging);
 the commit skips those already uploaded (`in_bucket`).
+
+A stage computes only on bytes its manifest names. The mirror records, per file, the
+sha256 it holds with the file's size and mtime then (stages.staging.transfer: written when
+a file is fetched, and when the commit uploads it); `fetch` reuses a copy whose record
+still matches, hashes one without a matching record, and downloads (and hashes) the rest.
+`damaged(deep=True)` (`run --verify`, `pretrain verify`) hashes the mirror's copies too,
+record or not: a copy with other bytes is removed, so the stage reading it gets the
+bucket's (`removed_copies` says which).
 """
 
 from __future__ import annotations
@@ -30,18 +39,28 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from pipeline.config import ConfigError
 from pipeline.object_lease import ObjectLease, peek_lease
-from pipeline.object_store import ObjectKeys, PreconditionFailed, filesystem, join, json_bytes
+from pipeline.object_store import ObjectKeys, PreconditionFailed, join, json_bytes, open_bucket
 from pipeline.store import FAILURE, MANIFEST, ArtifactStore, Damage, StageCommitConflict, write_json_atomic
+from stages.file_digest import sha256_file
 from stages.mirror import mirror_dir
+from stages.staging import transfer
+
+
+class DamagedInput(ConfigError):
+    """A finished stage's object has other bytes than its manifest says (found on download)."""
 
 
 class ObjectArtifactStore:
     def __init__(self, url: str, mirror: Path | None = None):
         self.url = url.rstrip("/")
         self.workdir = Path(mirror) if mirror is not None else mirror_dir(self.url)
-        self.fs, self.root = filesystem(self.url)
+        self.fs, self.root = open_bucket(self.url)
         self.keys = ObjectKeys(self.fs)
+        # (stage, fingerprint) -> this machine's copies that `damaged(deep=True)` found with
+        # other bytes than the manifest's, and removed
+        self.removed_copies: dict[tuple[str, str], list[Damage]] = {}
 
     def __str__(self) -> str:
         return self.url
@@ -55,6 +74,11 @@ class ObjectArtifactStore:
 
     def _key(self, stage: str, fingerprint: str, *parts: str) -> str:
         return join(self.root, stage, fingerprint, *parts)
+
+    @staticmethod
+    def _rel(stage: str, fingerprint: str, path: str) -> str:
+        """A file's name relative to the mirror (and to the store's root in the bucket)."""
+        return f"{stage}/{fingerprint}/{path}"
 
     # -- reading state --------------------------------------------------------------------
     def manifest(self, stage: str, fingerprint: str) -> dict | None:
@@ -120,34 +144,102 @@ class ObjectArtifactStore:
                     if value != entry["sha256"]:
                         damage.append(Damage(entry["path"], "has other bytes than when written (sha256 "
                                                             f"{value[:12]}..., the manifest says {entry['sha256'][:12]}...)"))
+        if deep:
+            self.removed_copies[(stage, fingerprint)] = self._check_copies(stage, fingerprint,
+                                                                           manifest.get("files", []))
         return sorted(damage, key=lambda d: d.path)
+
+    def _check_copies(self, stage: str, fingerprint: str, files: list[dict]) -> list[Damage]:
+        """Hash this machine's copies of the stage's files, whatever their records say: a
+        copy with the manifest's bytes is recorded again, any other is removed (the mirror
+        is a cache; the next fetch downloads the bucket's). The removed ones, as Damage."""
+        directory = self.stage_dir(stage, fingerprint)
+        present = [entry for entry in files if entry.get("sha256") and (directory / entry["path"]).is_file()]
+        removed = []
+        for entry, digest in zip(present, self._digests(directory, present)):
+            rel = self._rel(stage, fingerprint, entry["path"])
+            if digest == entry["sha256"]:
+                transfer.remember(self.workdir, rel, digest)
+                continue
+            (directory / entry["path"]).unlink(missing_ok=True)
+            removed.append(Damage(entry["path"], f"had other bytes than the manifest's (sha256 "
+                                                 f"{digest[:12]}..., the manifest says {entry['sha256'][:12]}...)"))
+        return removed
+
+    @staticmethod
+    def _digests(directory: Path, files: list[dict]) -> list[str]:
+        if not files:
+            return []
+        with ThreadPoolExecutor(max_workers=min(8, len(files))) as pool:
+            return list(pool.map(lambda entry: sha256_file(directory / entry["path"]), files))
 
     # -- moving bytes ---------------------------------------------------------------------
     def fetch(self, stage: str, fingerprint: str, *, max_file_bytes: int | None = None) -> Path:
-        """Download the finished stage's files into the mirror (those missing or of
-        another size; with max_file_bytes, only files up to that size)."""
+        """Make the finished stage's files in the mirror hold the manifest's bytes
+        (with max_file_bytes, only files up to that size): a copy is kept when the mirror's
+        record of it still matches, or its sha256 does; the others are downloaded."""
         manifest = self.manifest(stage, fingerprint)
         directory = self.stage_dir(stage, fingerprint)
         if manifest is None:
             return directory
-        wanted = []
-        for entry in manifest.get("files", []):
-            if max_file_bytes is not None and entry.get("bytes", 0) > max_file_bytes:
-                continue
-            local = directory / entry["path"]
-            if local.is_file() and local.stat().st_size == entry.get("bytes"):
-                continue
-            local.parent.mkdir(parents=True, exist_ok=True)
-            wanted.append((self._key(stage, fingerprint, entry["path"]), local))
+        entries = [entry for entry in manifest.get("files", [])
+                   if max_file_bytes is None or entry.get("bytes", 0) <= max_file_bytes]
+        wanted = self._not_held(stage, fingerprint, entries)
         if wanted:
-            partials = [local.with_name(f".{local.name}.partial") for _, local in wanted]
-            # fsspec downloads a list concurrently (s3fs: asyncio); each lands under a
-            # temporary name, so a killed fetch never leaves a short file that looks fetched.
-            self.fs.get([remote for remote, _ in wanted], [str(p) for p in partials])
-            for partial, (_, local) in zip(partials, wanted):
-                partial.replace(local)
+            self._download(stage, fingerprint, wanted)
         write_json_atomic(directory / MANIFEST, manifest)  # so local readers see it finished
         return directory
+
+    def _not_held(self, stage: str, fingerprint: str, entries: list[dict]) -> list[dict]:
+        """The entries this machine's mirror does not hold with the manifest's bytes."""
+        directory = self.stage_dir(stage, fingerprint)
+        wanted, unrecorded = [], []
+        for entry in entries:
+            try:
+                size = (directory / entry["path"]).stat().st_size
+            except OSError:
+                wanted.append(entry)
+                continue
+            if size != entry.get("bytes"):
+                wanted.append(entry)
+            elif not entry.get("sha256"):
+                continue  # a manifest without digests: its size is all there is to check
+            elif not transfer.holds(self.workdir, self._rel(stage, fingerprint, entry["path"]),
+                                    size, entry["sha256"]):
+                # No record, or the copy changed since (same size, new mtime): its bytes decide.
+                unrecorded.append(entry)
+        for entry, digest in zip(unrecorded, self._digests(directory, unrecorded)):
+            if digest == entry["sha256"]:
+                transfer.remember(self.workdir, self._rel(stage, fingerprint, entry["path"]), digest)
+            else:
+                wanted.append(entry)
+        return wanted
+
+    def _download(self, stage: str, fingerprint: str, entries: list[dict]) -> None:
+        """Fetch `entries` into the mirror in one call (s3fs and gcsfs fetch a list
+        concurrently), each checked against its manifest sha256 before it replaces the
+        local copy (transfer.download), and recorded."""
+        checked = [(self._rel(stage, fingerprint, entry["path"]), entry["sha256"])
+                   for entry in entries if entry.get("sha256")]
+        try:
+            transfer.download(self.fs, self.root, self.workdir, checked)
+        except transfer.UnexpectedBytes as error:
+            raise DamagedInput(
+                f"{self.url}/{error.key[len(self.root) + 1:]} has other bytes than its manifest says "
+                f"(sha256 {error.found[:12]}..., the manifest says {error.expected[:12]}...): stage "
+                f"'{stage}' is damaged in the bucket; `pretrain run CONFIG --verify` finds its damaged "
+                f"files and rebuilds them") from None
+        unchecked = [entry for entry in entries if not entry.get("sha256")]
+        if unchecked:
+            targets = [self.stage_dir(stage, fingerprint) / entry["path"] for entry in unchecked]
+            partials = [target.with_name(f".{target.name}.partial") for target in targets]
+            for partial in partials:
+                partial.parent.mkdir(parents=True, exist_ok=True)
+            # Under a temporary name: a killed fetch never leaves a short file that looks fetched.
+            self.fs.get([self._key(stage, fingerprint, entry["path"]) for entry in unchecked],
+                        [str(partial) for partial in partials])
+            for partial, target in zip(partials, targets):
+                partial.replace(target)
 
     def prepare(self, stage: str, fingerprint: str, *, keep_partial: bool) -> Path:
         """Ready the mirror folder and the prefix for an attempt: the manifest goes first
@@ -193,6 +285,11 @@ class ObjectArtifactStore:
         except PreconditionFailed:
             raise self._conflict(stage, fingerprint) from None
         (directory / FAILURE).unlink(missing_ok=True)
+        # The stage has finished writing: what is local now is what went up, with the
+        # digests its inventory took, and later fetches reuse it without hashing it again.
+        for entry in manifest.get("files", []):
+            if entry.get("sha256") and (directory / entry["path"]).is_file():
+                transfer.remember(self.workdir, self._rel(stage, fingerprint, entry["path"]), entry["sha256"])
         return write_json_atomic(directory / MANIFEST, manifest)
 
     def _conflict(self, stage: str, fingerprint: str) -> StageCommitConflict:

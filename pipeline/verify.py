@@ -5,6 +5,10 @@
 
 Reads the run's latest fingerprints from pipeline.json, like `status`. Exit 0 when every
 finished stage is intact, 1 when something is damaged (each file named, with the fix).
+For a run in a bucket, this machine's copies of its files (the mirror) are hashed too: a
+copy with other bytes than the manifest's is named and removed (the bucket's stays
+intact, and the next run that reads the file downloads it again), which is no damage to
+the run itself.
 """
 
 from __future__ import annotations
@@ -37,7 +41,15 @@ def verify_run(run_dir: Path | str, stages: list[str] | None = None, echo=print)
             where = store.stage_url(name, fp) or store.stage_dir(name, fp)
             for item in damage:
                 echo(f"[{name}] damaged: {where}/{item.path} {item.problem}")
-        rows.append([name, fp, str(len(files)), _mb(size), f"DAMAGED ({len(damage)} files)" if damage else "ok"])
+        removed = getattr(store, "removed_copies", {}).get((name, fp), [])
+        for item in removed:
+            echo(f"[{name}] warning: this machine's copy {store.stage_dir(name, fp) / item.path} of "
+                 f"{store.stage_url(name, fp)}/{item.path} {item.problem}; removed it (the bucket's copy "
+                 f"is intact; the next run that reads it downloads it again)")
+        state = f"DAMAGED ({len(damage)} files)" if damage else "ok"
+        if removed:
+            state += f" ({len(removed)} local {'copy' if len(removed) == 1 else 'copies'} removed)"
+        rows.append([name, fp, str(len(files)), _mb(size), state])
     seconds = time.perf_counter() - started
     echo(format_table(["stage", "fingerprint", "files", "size", "state"], rows))
     echo(f"checked {_mb(total_bytes)} in {seconds:.1f}s ({total_bytes / max(seconds, 1e-9) / 1e6:.0f} MB/s)")

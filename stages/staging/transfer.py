@@ -4,10 +4,12 @@ it again, that a local file holds given bytes.
 Each node remembers what it fetched or uploaded in `<mirror>/.node-staging/`: per file,
 the sha256 of its bytes with the size and mtime the file had then; and in work.jsonl, a
 line per task that ran there (its stage, files fetched and uploaded), to tell where the
-work of a stage went. A file whose size and
-mtime still match its record holds those bytes; any other local file is fetched again.
-Size alone would not do: a forced re-run writes files of the same size with other bytes
-(retrained weights), and a node must never use the old ones.
+work of a stage went. A file whose size and mtime still match its record holds those
+bytes; any other local file is fetched again. Size alone would not do: a forced re-run
+writes files of the same size with other bytes (retrained weights), and a node must never
+use the old ones. The driver's mirror keeps the same records for what its store fetched
+and committed (pipeline.remote_store): they live beside the stage folders, never in one,
+so no manifest lists them.
 """
 
 from __future__ import annotations
@@ -60,6 +62,17 @@ def holds(local_root: Path, rel: str, size: int, sha256: str) -> bool:
             and record.get("size") == size and record.get("mtime_ns") == stat.st_mtime_ns)
 
 
+class UnexpectedBytes(RuntimeError):
+    """A downloaded object does not have the sha256 it was named with."""
+
+    def __init__(self, key: str, found: str, expected: str):
+        super().__init__(
+            f"{key} changed in the bucket after the driver listed it (sha256 "
+            f"{found[:12]}..., expected {expected[:12]}...): two tasks rewrote one file of "
+            f"the stage, or another driver writes this stage; run the stage again")
+        self.key, self.found, self.expected = key, found, expected
+
+
 def download(fs, root: str, local_root: Path, wanted: list[tuple[str, str]]) -> None:
     """Fetch the files `wanted` ((rel, sha256) pairs) into the local mirror, all in one
     call (s3fs and gcsfs fetch a list concurrently), each under a temporary name that is
@@ -77,10 +90,7 @@ def download(fs, root: str, local_root: Path, wanted: list[tuple[str, str]]) -> 
         fs.get([key(root, rel) for rel, _ in wanted], [str(p) for p in partials])
         for (rel, sha256), partial in zip(wanted, partials):
             if (found := sha256_file(partial)) != sha256:
-                raise RuntimeError(
-                    f"{key(root, rel)} changed in the bucket after the driver listed it (sha256 "
-                    f"{found[:12]}..., expected {sha256[:12]}...): two tasks rewrote one file of "
-                    f"the stage, or another driver writes this stage; run the stage again")
+                raise UnexpectedBytes(key(root, rel), found, sha256)
         for (rel, sha256), partial in zip(wanted, partials):
             os.replace(partial, local_root / rel)
             remember(local_root, rel, sha256)
