@@ -22,6 +22,7 @@ from pipeline.config import ConfigError, ExperimentConfig
 from pipeline.context import StageContext
 from pipeline.fingerprint import compute_all
 from pipeline.graph import BY_NAME
+from pipeline.latest_links import write_latest_links
 from pipeline.planner import Decision, Selection, plan
 from pipeline.ray_session import RaySession
 from pipeline.remote_store import open_store
@@ -73,6 +74,7 @@ def run_pipeline(cfg: ExperimentConfig, selection: Selection = Selection(), *,
     store = open_store(cfg.store_location, cfg.resolved_store)
     result = RunResult(decisions)
     _write_run_index(cfg, fingerprints, config_path, sweep)
+    write_latest_links(cfg, fingerprints, echo)  # <workdir>/latest/<stage> -> this run's folders
     with RaySession(cfg.ray) as ray_session:
         for decision in decisions:
             if decision.action != "run":
