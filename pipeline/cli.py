@@ -16,11 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import cli_runs
+from pipeline import cli_generate, cli_runs
 from pipeline.config import ConfigError, load_config, parse_override
 from pipeline.graph import STAGE_NAMES
 from pipeline.planner import Selection, plan
 from pipeline.status import format_table, render
+from pipeline.version import VersionAction
 
 
 @dataclass(frozen=True)
@@ -34,10 +35,12 @@ class CommandGroup:
 
 
 REPORT_COMMANDS = CommandGroup(add_commands=cli_runs.add_commands, dispatch=cli_runs.dispatch)
+GENERATE_COMMANDS = CommandGroup(add_commands=cli_generate.add_commands, dispatch=cli_generate.dispatch)
 
 
 def build_parser(extra_commands: Sequence[CommandGroup] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pretrain", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action=VersionAction)
     commands = parser.add_subparsers(dest="command", required=True)
 
     def config_command(name: str, help_text: str) -> argparse.ArgumentParser:
@@ -87,14 +90,14 @@ def build_parser(extra_commands: Sequence[CommandGroup] = ()) -> argparse.Argume
     verify.add_argument("run_dir", help="the experiment's workdir, e.g. runs/demo")
     verify.add_argument("--stage", action="append", choices=STAGE_NAMES, metavar="STAGE",
                         help="check only this stage (repeatable)")
-    for group in (REPORT_COMMANDS, *extra_commands):
+    for group in (REPORT_COMMANDS, GENERATE_COMMANDS, *extra_commands):
         group.add_commands(commands)
     return parser
 
 
 def main(argv: list[str] | None = None, extra_commands: Sequence[CommandGroup] = ()) -> int:
     args = build_parser(extra_commands).parse_args(argv)
-    for group in (REPORT_COMMANDS, *extra_commands):
+    for group in (REPORT_COMMANDS, GENERATE_COMMANDS, *extra_commands):
         if (exit_code := group.dispatch(args)) is not None:
             return exit_code
     try:
@@ -175,6 +178,7 @@ def _plan_sweep(config: str, overrides: list[str], selection: Selection = Select
 def _run(cfg, selection: Selection, config_path: str, *, verify: bool = False,
          wait_lock: bool = False, sweep: str | None = None) -> int:
     from pipeline.ray_session import RayStartError
+    from pipeline.run_models import format_outputs
     from pipeline.runner import StageFailed, run_pipeline
 
     try:
@@ -196,6 +200,8 @@ def _run(cfg, selection: Selection, config_path: str, *, verify: bool = False,
               "run the same command to resume", file=sys.stderr)
         return 130
     print(f"done: `pretrain status {cfg.workdir_url or cfg.resolved_workdir}` for the table")
+    for line in format_outputs(cfg.workdir_url or cfg.resolved_workdir):  # report, model/, hf/, ...
+        print(line)
     return 0
 
 
