@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from stages.finetune.conll.encode import IGNORE, encode_sentences, word_predictions
-from stages.finetune.conll.evaluate import entity_scores, write_conlleval
+from stages.finetune.conll.evaluate import entity_counts, entity_scores, write_conlleval
 from stages.finetune.conll.reader import CONLL_LABELS, ConllDataError, read_conll, to_iob2
 from stages.finetune.encode import load_task_tokenizer
 
@@ -49,6 +49,29 @@ def test_entity_scores_per_type():
     scores = entity_scores(gold, predicted)
     assert scores["precision"] == 0.5 and scores["recall"] == 0.5
     assert scores["PER/f1"] == 1.0 and scores["LOC/recall"] == 0.0 and scores["LOC/support"] == 1
+
+
+def test_entities_are_read_by_conllevals_rules_not_strict_iob2():
+    # conlleval (and seqeval's default mode): an I- tag after O or after another type
+    # starts an entity (IOB1, or a model's stray I-), a B- tag always starts one, an I- of
+    # another type ends the entity before it. Strict IOB2 would drop the I-started ones.
+    gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "I-ORG", "B-ORG"], ["O", "B-MISC", "I-MISC"]]
+    predicted = [["I-PER", "I-PER", "O", "I-LOC"],   # PER 0-1, LOC 3: both right
+                 ["I-ORG", "I-ORG", "B-ORG"],        # ORG 0-1, ORG 2: both right
+                 ["O", "B-MISC", "I-LOC"]]           # MISC 1, LOC 2: both wrong (gold MISC 1-2)
+    scores = entity_scores(gold, predicted)
+    # 4 right of 6 predicted and 5 gold entities
+    assert scores["precision"] == pytest.approx(4 / 6) and scores["recall"] == pytest.approx(4 / 5)
+    assert scores["f1"] == pytest.approx(8 / 11)
+    assert scores["PER/f1"] == 1.0 and scores["ORG/f1"] == 1.0 and scores["ORG/support"] == 2
+    assert scores["LOC/precision"] == 0.5 and scores["LOC/recall"] == 1.0
+    assert scores["MISC/f1"] == 0.0 and scores["MISC/support"] == 1
+    correct, num_predicted, num_gold = entity_counts(gold, predicted)
+    assert correct.tolist() == [2, 2, 0] and num_predicted.tolist() == [2, 2, 2]
+    assert num_gold.tolist() == [2, 2, 1]
+    # IOB1 on both sides, as the raw CoNLL-2003 files are written: a perfect score.
+    iob1 = [["I-PER", "I-PER", "O", "I-LOC", "B-LOC"]]
+    assert entity_scores(iob1, iob1)["f1"] == 1.0 and entity_scores(iob1, iob1)["LOC/support"] == 2
 
 
 def test_labels_on_first_subword_and_round_trip(tmp_path):
