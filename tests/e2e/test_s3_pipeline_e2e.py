@@ -3,8 +3,10 @@ server on loopback: moto's, over HTTP; boto3, s3fs and pyarrow unmocked), on the
 session Ray: the driver's process group is SIGKILLed mid-pretrain once a checkpoint is
 committed in the bucket, this machine's mirror of the run is deleted (so nothing local
 is left to resume from), and the rerun resumes pretrain from the bucket's checkpoint,
-reuses the upstream stages from the bucket and finishes; status and verify then read
-the run from the bucket alone.
+reuses the upstream stages from the bucket and finishes. Then 100 kB in the middle of the
+mirror's copy of the weights are flipped (size and mtime kept), and `run --verify --only
+evaluate --force evaluate` must score the bucket's weights, not that copy (issue 31).
+Status and verify then read the run from the bucket alone.
 
 The session Ray started before the S3 server, so its worker processes do not have
 AWS_ENDPOINT_URL: Ray Train reaches the bucket through the pyarrow file system the
@@ -12,7 +14,9 @@ driver builds (stages.training.launch.ray_storage)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -47,6 +51,16 @@ def trained_steps(mirror) -> list[int]:
         return []
     return [json.loads(line)["step"] for line in files[0].read_text().splitlines()
             if line.strip() and "loss" in json.loads(line)]
+
+
+def flip_middle(path, count: int) -> None:
+    """Invert `count` bytes in the middle of the file; its size and mtime stay."""
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + count] = bytes(b ^ 0xFF for b in data[middle:middle + count])
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
 def test_a_bucket_run_killed_mid_pretrain_resumes_from_the_bucket_on_an_empty_machine(
@@ -109,6 +123,25 @@ def test_a_bucket_run_killed_mid_pretrain_resumes_from_the_bucket_on_an_empty_ma
     assert pretrain["steps"] == 40
     files = {f["path"] for f in manifests["pretrain"]["files"]}
     assert "model/model.safetensors" in files and not any(p.startswith("ray/") for p in files)
+
+    # A damaged copy of the weights in this machine's mirror (the bucket's intact), which
+    # only its bytes tell apart: --verify must not let evaluate score it.
+    pretrain_fp = manifests["pretrain"]["fingerprint"]
+    weights = mirror / "pretrain" / pretrain_fp / "model" / "model.safetensors"
+    flip_middle(weights, 100_000)
+    again = pretrain_cli("run", *args, "--verify", "--only", "evaluate", "--force", "evaluate", timeout=600)
+    assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
+    assert "[evaluate] done" in again.stdout, again.stdout[-3000:]
+    in_bucket = fs.cat_file(f"{root}/pretrain/{pretrain_fp}/model/model.safetensors")
+    assert hashlib.sha256(weights.read_bytes()).digest() == hashlib.sha256(in_bucket).digest()
+    (path,) = fs.glob(f"{root}/evaluate/*/manifest.json")
+    evaluated = json.loads(fs.cat_file(path))
+    assert evaluated["start_time"] > manifests["evaluate"]["end_time"]  # evaluated again
+    # The same scores, example by example, as when the intact weights were scored.
+    assert {k: v for k, v in evaluated["metrics"].items() if k != "seconds_scoring"} == \
+        {k: v for k, v in manifests["evaluate"]["metrics"].items() if k != "seconds_scoring"}
+    digests = {f["path"]: f["sha256"] for f in manifests["evaluate"]["files"]}
+    assert {f["path"]: f["sha256"] for f in evaluated["files"]}["examples/copa.jsonl"] == digests["examples/copa.jsonl"]
 
     shutil.rmtree(mirror)  # status and verify from the bucket alone
     status = pretrain_cli("status", url)
