@@ -176,7 +176,7 @@ def _score_perplexity(spec, rows, selection, pairs, seed):
     for i, pair in zip(selection, pairs):
         (request, result), = pair
         counted = request.text if spec.count_text is None else render_in_row(
-            spec.count_text, rows.rows[i], key="count_text", where=rows.where[i])
+            spec.count_text, rows.rows[i], key="count_text", where=rows.where[i], spec_file=spec.file)
         n_words, n_bytes = metrics.count_words(counted, spec.word_count), len(counted.encode("utf-8"))
         ll.append(result.logprob); tokens.append(result.num_tokens); words.append(n_words); num_bytes.append(n_bytes)
         records.append({"example": i, "logprob": result.logprob, "num_tokens": result.num_tokens,

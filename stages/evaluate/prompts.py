@@ -25,7 +25,8 @@ Request = LoglikelihoodRequest | RollingRequest | GenerationRequest
 
 
 def doc_text(spec: TaskSpec, row: dict, where: str) -> str:
-    return _as_text(render_in_row(spec.doc_to_text, row, key="doc_to_text", where=where),
+    return _as_text(render_in_row(spec.doc_to_text, row, key="doc_to_text", where=where,
+                                  spec_file=spec.file),
                     "doc_to_text", where)
 
 
@@ -34,7 +35,7 @@ def doc_choices(spec: TaskSpec, row: dict, where: str) -> list[str]:
     the rendered template)."""
     if isinstance(spec.doc_to_choice, list):
         return list(spec.doc_to_choice)
-    value = render_in_row(spec.doc_to_choice, row, key="doc_to_choice", where=where)
+    value = render_in_row(spec.doc_to_choice, row, key="doc_to_choice", where=where, spec_file=spec.file)
     if isinstance(value, str):
         try:
             value = as_literal(value)
@@ -54,7 +55,7 @@ def doc_target(spec: TaskSpec, row: dict, where: str, choices: list[str] | None 
     if isinstance(spec.doc_to_target, int):
         value: Any = spec.doc_to_target
     else:
-        value = render_in_row(spec.doc_to_target, row, key="doc_to_target", where=where)
+        value = render_in_row(spec.doc_to_target, row, key="doc_to_target", where=where, spec_file=spec.file)
     if choices is not None:
         return _choice_index(value, choices, where)
     if isinstance(value, str) and len(value) >= 2 and value[0] == "[" and value[-1] == "]":
@@ -102,7 +103,8 @@ def build_context(spec: TaskSpec, row: dict, where: str, demonstrations: list[tu
     """The prompt of one evaluated row after its demonstrations ((row, where) pairs)."""
     parts = []
     if spec.description:
-        parts.append(_as_text(render_in_row(spec.description, row, key="description", where=where),
+        parts.append(_as_text(render_in_row(spec.description, row, key="description", where=where,
+                                            spec_file=spec.file),
                               "description", where))
     for demo, demo_where in demonstrations:
         text, answer = doc_text(spec, demo, demo_where), answer_text(spec, demo, demo_where)

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Literal
 
 import jinja2
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from stages.evaluate.templates import compile_template
+from stages.evaluate.templates import check_template
 from stages.validation_errors import explain_validation_error, where_in_file
 from stages.yaml_lines import load_yaml_with_lines
 
@@ -133,6 +133,7 @@ class TaskSpec(BaseModel):
         "words_plus_lines = whitespace words + one per line (Mikolov's PTB count, <eos> per line)")
     until: list[str] = Field(default_factory=lambda: ["\n"], description="generation: stop strings")
     max_new_tokens: int = Field(32, ge=1, description="generation: most tokens generated")
+    _file: str | None = PrivateAttr(None)  # set by load_task_spec; errors at run time name it
 
     @field_validator("name")
     @classmethod
@@ -163,6 +164,11 @@ class TaskSpec(BaseModel):
         return self
 
     @property
+    def file(self) -> str:
+        """The spec file this task was read from ("task spec" when built in memory)."""
+        return self._file or "task spec"
+
+    @property
     def demonstration_split(self) -> str:
         return self.fewshot_split or self.eval_split
 
@@ -173,8 +179,8 @@ class TaskSpec(BaseModel):
 
 
 def load_task_spec(path: str | Path) -> TaskSpec:
-    """Read and validate one spec file; templates are compiled here so a syntax error
-    points at its line."""
+    """Read and validate one spec file; templates are parsed here (never run: see
+    templates.check_template) so a syntax error points at its line."""
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"task spec {path} does not exist; built-in tasks: {', '.join(builtin_task_names())}")
@@ -192,10 +198,11 @@ def load_task_spec(path: str | Path) -> TaskSpec:
         value = getattr(spec, key)
         if isinstance(value, str) and value:
             try:
-                compile_template(value)
+                check_template(value)
             except jinja2.TemplateSyntaxError as error:
                 raise SpecError(f"{where_in_file(path, lines, (key,))}: '{key}' is not a valid Jinja2 template: "
                                 f"{error.message} ({value!r})") from None
+    spec._file = str(path)
     return spec
 
 
