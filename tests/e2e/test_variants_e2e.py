@@ -90,3 +90,29 @@ def fingerprint(stdout: str, stage: str) -> str:
 
 def manifest(workdir: Path, stage: str, stdout: str) -> dict:
     return json.loads((workdir / stage / fingerprint(stdout, stage) / "manifest.json").read_text())
+
+
+# config -> (generate arguments, what the JSON record must hold): each family's way of
+# generating, from the run's own model/ (in the store the runs share), in this process.
+GENERATE = {
+    "albert-tiny": (("--prompt", "It was a dark and [MASK] night."), "masks"),
+    "electra-tiny": (("--prompt", "It was a dark and [MASK] night."), "masks"),  # by its generator
+    "spanbert-tiny": (("--prompt", "It was a dark and [MASK] night."), "masks"),
+    "transformer-tiny": (("--prompt", "It was a dark and", "--max-new-tokens", "5"), "source"),
+}
+
+
+@pytest.mark.parametrize("config", list(GENERATE))
+def test_generate_from_each_variant(config, variant_runs, capsys):
+    from pipeline.cli import main
+
+    store, _ = variant_runs
+    args, key = GENERATE[config]
+    assert main(["generate", str(store.parent / config), *args, "--json", "--device", "cpu"]) == 0
+    (record,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert key in record
+    if config == "transformer-tiny":  # and its fine-tuned SST-2 model, text to text
+        assert main(["generate", str(store.parent / config), "--task", "sst2", "--prompt", "a gripping film",
+                     "--json", "--device", "cpu"]) == 0
+        (task,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert task["source"] == "sst2 sentence: a gripping film" and task["new_tokens"] <= 8

@@ -119,6 +119,11 @@ def test_a_prompt_longer_than_the_context_is_refused_or_cut_from_the_left(runs, 
     (record,) = records(out)
     assert "warning: prompt 1 was cut from the left" in err
     assert record["prompt_tokens"] - record["cut_tokens"] == CONTEXT - 6 and record["cut_tokens"] > 0
+    model, tokenizer = loaded(runs["gpt"])  # what is left is the prompt's end
+    kept = tokenizer.encode(long_prompt).ids[-(CONTEXT - 6):]
+    expected = generate(model, torch.tensor([kept]), 6)[0, len(kept):].tolist()
+    eos = tokenizer.token_to_id("<|endoftext|>")
+    assert record["text"] == tokenizer.decode(expected[:expected.index(eos)] if eos in expected else expected)
     code, _, err = generate_cli(capsys, runs["gpt"], "--prompt", "x", "--max-new-tokens", str(CONTEXT))
     assert code == 2 and f"give --max-new-tokens {CONTEXT - 1} or fewer" in err
 
@@ -272,3 +277,18 @@ def test_version_names_the_package_and_the_commit(capsys):
                           cwd=Path(__file__).resolve().parents[2]).stdout.strip()
     if head:  # a checkout
         assert f"(git {head}" in out
+
+
+def test_streamed_text_never_shows_half_a_character(runs):
+    """Byte-level BPE splits a character the vocabulary lacks into byte tokens: the stream
+    holds the first bytes back until the character is whole."""
+    from stages.generate.text_stream import TextStream
+
+    _, tokenizer = loaded(runs["gpt"])
+    text = "déjà vu, naïve café ☕"
+    ids = tokenizer.encode(text).ids
+    assert len(ids) > len(text.split())  # some characters take several tokens
+    stream = TextStream(tokenizer)
+    pieces = [stream.push(token_id) for token_id in ids] + [stream.finish()]
+    assert "".join(pieces) == tokenizer.decode(ids) == text
+    assert not any("\ufffd" in piece for piece in pieces)
