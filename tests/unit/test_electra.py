@@ -25,9 +25,10 @@ from stages.models.hf_export import export_hf, import_hf
 from stages.models.presets import build_preset, preset_config
 from stages.pretrain.config import ModelConfig
 from tests.perturb import perturb_
+from tests.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
-transformers = pytest.importorskip("transformers")
+transformers = import_pinned("transformers")
 
 VOCAB = 99
 # E (16) != H (32): both networks project; the generator is half as wide (16, 2 heads).

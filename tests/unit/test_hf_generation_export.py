@@ -13,9 +13,10 @@ import torch
 
 from stages.models import load_pretrained
 from stages.models.hf_export import export_hf
+from tests.pinned import import_pinned
 from tests.pretrained_dirs import write_pretrained
 
-transformers = pytest.importorskip("transformers")
+transformers = import_pinned("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 

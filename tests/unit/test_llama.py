@@ -20,9 +20,10 @@ from stages.models.generation import generate
 from stages.models.hf_export import export_hf, import_hf
 from tests.engine_subprocess import run_engine_script
 from tests.perturb import perturb_
+from tests.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
-transformers = pytest.importorskip("transformers")
+transformers = import_pinned("transformers")
 
 # GQA: 4 query heads share 2 key/value heads; a rotary base other than the default so that
 # a converter dropping it would show; RMSNorm epsilon other than either side's default.

