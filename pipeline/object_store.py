@@ -83,20 +83,20 @@ def open_bucket(url: str):
     """`filesystem(url)` for a run's store, once its bucket is known to be there (see the
     module docstring)."""
     fs, path = filesystem(url)
-    bucket = path.split("/", 1)[0]
+    bucket, _, prefix = path.partition("/")
     protocols = _protocols(fs)
     seen = (protocols[0], bucket, os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("STORAGE_EMULATOR_HOST"))
     if seen in _reached or not ({"s3", "gs", "gcs"} & set(protocols)):
         return fs, path
     if "s3" in protocols:
-        _check_s3_bucket(fs, url, bucket)
+        _check_s3_bucket(fs, url, bucket, prefix)
     else:
-        _check_gcs_bucket(fs, url, bucket)
+        _check_gcs_bucket(fs, url, bucket, prefix)
     _reached.add(seen)
     return fs, path
 
 
-def _check_s3_bucket(fs, url: str, bucket: str) -> None:
+def _check_s3_bucket(fs, url: str, bucket: str, prefix: str) -> None:
     from botocore.exceptions import BotoCoreError, NoCredentialsError
 
     # Its own client (the run's keeps botocore's patient retries for the long haul), with
@@ -110,7 +110,9 @@ def _check_s3_bucket(fs, url: str, bucket: str) -> None:
     endpoint = options.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL")
     where = f" at {endpoint} (AWS_ENDPOINT_URL)" if endpoint else ""
     try:
-        probe.call_s3("head_bucket", Bucket=bucket)
+        # A listing of the run's prefix, as the store makes: it needs no more permission
+        # than the run does (a HEAD of the bucket would, where a policy grants one prefix).
+        probe.call_s3("list_objects_v2", Bucket=bucket, Prefix=_folder(prefix), MaxKeys=1)
     except FileNotFoundError:
         raise ConfigError(f"{url}: the bucket '{bucket}' does not exist{where}; create it first "
                           f"(`aws s3 mb s3://{bucket}`), or fix the URL in workdir/store") from None
@@ -125,19 +127,48 @@ def _check_s3_bucket(fs, url: str, bucket: str) -> None:
                           f"AWS_ENDPOINT_URL and the network, then run again") from None
 
 
-def _check_gcs_bucket(fs, url: str, bucket: str) -> None:
+def _folder(prefix: str) -> str:
+    return prefix.strip("/") + "/" if prefix.strip("/") else ""
+
+
+def _check_gcs_bucket(fs, url: str, bucket: str, prefix: str) -> None:
+    import asyncio
+
+    import aiohttp
+    from fsspec.asyn import FSTimeoutError, sync
+
     endpoint = os.environ.get("STORAGE_EMULATOR_HOST")
     where = f" at {endpoint} (STORAGE_EMULATOR_HOST)" if endpoint else ""
+    # gcsfs retries each request 6 times with backoff (over 30 s, logging each failure with
+    # its traceback): the check sends the request without that decorator, twice at most.
+    request = getattr(type(fs)._request, "__wrapped__", None)
+
+    async def list_one():
+        for attempt in range(2):
+            try:
+                # Objects, not the bucket's metadata: roles/storage.objectAdmin may not read that.
+                if request is None:
+                    return await fs._call("GET", "b/{}/o", bucket, prefix=_folder(prefix), maxResults=1)
+                return await request(fs, "GET", "b/{}/o", bucket, prefix=_folder(prefix), maxResults=1)
+            except (aiohttp.ClientError, asyncio.TimeoutError):
+                if attempt:
+                    raise
+                await asyncio.sleep(0.5)
+
+    deadline = 2 * (PROBE_CONNECT_SECONDS + PROBE_READ_SECONDS)
     try:
-        fs.call("GET", "b/{}", bucket, fields="name")
+        sync(fs.loop, list_one, timeout=deadline)
+    except FSTimeoutError:
+        raise ConfigError(f"{url}: the object store{where or ' (Google Cloud Storage)'} did not answer within "
+                          f"{deadline} s; check the network and credentials, then run again") from None
     except FileNotFoundError:
         raise ConfigError(f"{url}: the bucket '{bucket}' does not exist{where}; create it first "
                           f"(`gcloud storage buckets create gs://{bucket}`), or fix the URL in workdir/store") from None
-    except PermissionError as error:
-        raise ConfigError(f"{url}: access to the bucket '{bucket}' was refused{where} ({error}); check the "
-                          f"credentials (GOOGLE_APPLICATION_CREDENTIALS, or `gcloud auth application-default "
-                          f"login`)") from None
     except Exception as error:  # noqa: BLE001 - gcsfs raises aiohttp's, google-auth's and its own
+        if isinstance(error, PermissionError) or str(error).startswith("Forbidden"):
+            raise ConfigError(f"{url}: access to the bucket '{bucket}' was refused{where}; check the "
+                              f"credentials (GOOGLE_APPLICATION_CREDENTIALS, or `gcloud auth "
+                              f"application-default login`)") from None
         raise ConfigError(f"{url}: cannot reach the object store{where or ' (Google Cloud Storage)'}: "
                           f"{type(error).__name__}: {error}; check the network and credentials, then run "
                           f"again") from None
@@ -373,7 +404,7 @@ def _split(path: str) -> tuple[str, str]:
 
 def _read_body(fs, body) -> bytes:
     """call_s3 hands back aiobotocore's streaming body: read it on s3fs's event loop."""
-    from fsspec.asyn import sync
+    from fsspec.asyn import FSTimeoutError, sync
 
     async def read():
         async with body as stream:

@@ -3,13 +3,16 @@ real CLI in a subprocess, before any stage or Ray starts (issue 31, defect 2): a
 that does not exist (on a real S3 server on loopback, moto's), an endpoint nobody listens
 on, one that hangs up on every request (retried a bounded number of times, not the 50
 connections over 40 s that s3fs and botocore make by default), and a scheme that is no
-object store (ftp://, which fsspec would otherwise connect to)."""
+object store (ftp://, which fsspec would otherwise connect to); for gs://, a missing
+bucket and a server that hangs up (gcsfs alone retries for over 30 s)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,8 +71,11 @@ def test_an_endpoint_nobody_answers_on_is_one_error_line(s3_endpoint, config_fil
     assert "check AWS_ENDPOINT_URL and the network" in line, line
 
 
-def test_an_endpoint_that_hangs_up_is_tried_a_bounded_number_of_times(config_file):
-    connections = []
+@contextlib.contextmanager
+def hang_up_server() -> Iterator[tuple[str, list]]:
+    """An endpoint that accepts each connection and closes it at once; yields its URL and
+    the list it adds one item to per connection."""
+    connections: list = []
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(64)
@@ -84,7 +90,11 @@ def test_an_endpoint_that_hangs_up_is_tried_a_bounded_number_of_times(config_fil
                 connection.close()
 
         threading.Thread(target=hang_up, daemon=True).start()
-        endpoint = "http://127.0.0.1:%d" % server.getsockname()[1]
+        yield "http://127.0.0.1:%d" % server.getsockname()[1], connections
+
+
+def test_an_endpoint_that_hangs_up_is_tried_a_bounded_number_of_times(config_file):
+    with hang_up_server() as (endpoint, connections):
         line = one_error_line(cli("plan", str(config_file), "-o", "workdir=s3://any-bucket/runs/x",
                                   AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="key", AWS_SECRET_ACCESS_KEY="secret"))
     assert line.startswith(f"error: s3://any-bucket/runs/x: cannot reach the object store at {endpoint}"), line
@@ -97,3 +107,13 @@ def test_a_scheme_that_is_no_object_store_is_one_error_line(config_file):
         line = one_error_line(cli("plan", str(config_file), "-o", f"{key}=ftp://host/x"))
         assert line.startswith("error: ftp://host/x: ftp:// is not an object store a run can live in"), line
         assert "s3://bucket/prefix" in line and "gs://bucket/prefix" in line, line
+
+
+def test_a_gcs_bucket_that_does_not_exist_or_a_server_that_hangs_up_is_one_error_line(gcs_endpoint, config_file):
+    url = "gs://no-such-bucket/runs/x"
+    line = one_error_line(cli("plan", str(config_file), "-o", f"workdir={url}"))
+    assert line.startswith(f"error: {url}: the bucket 'no-such-bucket' does not exist at {gcs_endpoint}"), line
+    with hang_up_server() as (endpoint, connections):
+        line = one_error_line(cli("plan", str(config_file), "-o", f"workdir={url}", STORAGE_EMULATOR_HOST=endpoint))
+    assert line.startswith(f"error: {url}: cannot reach the object store at {endpoint} (STORAGE_EMULATOR_HOST)"), line
+    assert 1 <= len(connections) <= 4, len(connections)  # not gcsfs's six attempts with backoff
