@@ -287,9 +287,13 @@ class ObjectArtifactStore:
         (directory / FAILURE).unlink(missing_ok=True)
         # The stage has finished writing: what is local now is what went up, with the
         # digests its inventory took, and later fetches reuse it without hashing it again.
-        for entry in manifest.get("files", []):
-            if entry.get("sha256") and (directory / entry["path"]).is_file():
-                transfer.remember(self.workdir, self._rel(stage, fingerprint, entry["path"]), entry["sha256"])
+        # A record that cannot be written (a full disk) costs that hash, never the commit.
+        try:
+            for entry in manifest.get("files", []):
+                if entry.get("sha256") and (directory / entry["path"]).is_file():
+                    transfer.remember(self.workdir, self._rel(stage, fingerprint, entry["path"]), entry["sha256"])
+        except OSError:
+            pass
         return write_json_atomic(directory / MANIFEST, manifest)
 
     def _conflict(self, stage: str, fingerprint: str) -> StageCommitConflict:
