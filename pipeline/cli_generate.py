@@ -74,7 +74,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
     from stages.generate.settings import DecodingSettings
 
     try:
-        location = locate_model(args.run_dir, stage=args.stage, snapshot=args.snapshot, task=args.task)
+        folder = locate_model(args.run_dir, stage=args.stage, snapshot=args.snapshot, task=args.task)
         prompts = read_prompts(args.prompt, args.file)
         settings = DecodingSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                     top_k=args.top_k, top_p=args.top_p, seed=args.seed,
@@ -86,7 +86,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
         from stages.generate.model_folder import load_model_folder
         from stages.generate.run import describe_settings, run_prompts
 
-        loaded = load_model_folder(location.folder, device=args.device, dtype=args.dtype)
+        loaded = load_model_folder(folder, device=args.device, dtype=args.dtype)
         print(f"[generate] {loaded.describe()}; {describe_settings(loaded.family, settings)} (loaded in "
               f"{time.perf_counter() - started:.1f}s)", file=sys.stderr, flush=True)
         run_prompts(loaded, prompts, settings, out=sys.stdout, err=sys.stderr, as_json=args.json)

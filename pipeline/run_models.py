@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config import ConfigError
@@ -25,14 +24,10 @@ MODEL_STAGES = ("pretrain", "finetune")  # the stages whose outputs hold models
 TASK_METRICS = "metrics.json"  # a fine-tuning task's last file: its presence marks it finished
 
 
-@dataclass(frozen=True)
-class ModelLocation:
-    folder: Path  # model.safetensors, model_config.json, tokenizer.json (+ head_config.json for a task)
-    what: str  # e.g. "pretrain 51f99907d7e08556 model/", for messages
-
-
 def locate_model(run_dir: str | Path, *, stage: str = "pretrain", snapshot: int | None = None,
-                 task: str | None = None) -> ModelLocation:
+                 task: str | None = None) -> Path:
+    """The model folder: model.safetensors, model_config.json, tokenizer.json (a task's
+    also head_config.json)."""
     if stage not in MODEL_STAGES:
         raise ConfigError(f"--stage {stage}: no model there; give one of {', '.join(MODEL_STAGES)}")
     if task is not None and stage == "pretrain":
@@ -50,7 +45,7 @@ def locate_model(run_dir: str | Path, *, stage: str = "pretrain", snapshot: int 
     directory = store.stage_dir(stage, fingerprint)
     if stage == "finetune" and store.url is None and (directory / task / TASK_METRICS).is_file():
         # A finished task is usable while the stage's other tasks still train.
-        return _task_model(directory, task, fingerprint)
+        return _task_model(directory, task)
     if not store.is_finished(stage, fingerprint):
         raise ConfigError(f"stage {stage} of {run_dir} is not finished ({_state(store, stage, fingerprint)}: no "
                           f"manifest.json in {directory}); finish it with `pretrain run "
@@ -58,10 +53,10 @@ def locate_model(run_dir: str | Path, *, stage: str = "pretrain", snapshot: int 
                           f"with `pretrain status {run_dir}`")
     directory = store.fetch(stage, fingerprint)
     if stage == "finetune":
-        return _task_model(directory, task, fingerprint)
+        return _task_model(directory, task)
     if snapshot is None:
-        return ModelLocation(directory / "model", f"pretrain {fingerprint} model/")
-    return _snapshot(directory, snapshot, fingerprint)
+        return directory / "model"
+    return _snapshot(directory, snapshot)
 
 
 def _state(store, stage: str, fingerprint: str) -> str:
@@ -71,20 +66,20 @@ def _state(store, stage: str, fingerprint: str) -> str:
     return "started, not finished" if store.started(stage, fingerprint) else "not run"
 
 
-def _snapshot(directory: Path, step: int, fingerprint: str) -> ModelLocation:
+def _snapshot(directory: Path, step: int) -> Path:
     from stages.snapshot_index import read_snapshot_index
 
     entries = read_snapshot_index(directory)
     for entry in entries:
         if entry["step"] == step:
-            return ModelLocation(directory / entry["path"], f"pretrain {fingerprint} snapshot at step {step}")
+            return directory / entry["path"]
     available = ", ".join(str(e["step"]) for e in entries)
     raise ConfigError(f"--snapshot {step}: no snapshot at that step in {directory / 'snapshots'}; "
                       + (f"available steps: {available}" if available else
                          "this run kept none (set pretrain.snapshot_every to keep some)"))
 
 
-def _task_model(directory: Path, task: str, fingerprint: str) -> ModelLocation:
+def _task_model(directory: Path, task: str) -> Path:
     task_dir = directory / task
     if not (task_dir / TASK_METRICS).is_file():
         finished = finished_tasks(directory)
@@ -93,7 +88,7 @@ def _task_model(directory: Path, task: str, fingerprint: str) -> ModelLocation:
     if not (task_dir / "model").is_dir():
         raise ConfigError(f"--task {task}: {task_dir} keeps no model (the run had finetune.save_model: false); "
                           f"fine-tune again with finetune.save_model: true")
-    return ModelLocation(task_dir / "model", f"finetune {fingerprint} {task}/model/")
+    return task_dir / "model"
 
 
 def finished_tasks(finetune_dir: Path) -> list[str]:

@@ -148,6 +148,9 @@ def test_t5_continues_a_prompt_through_the_first_sentinel_span(runs, capsys):
     code, out, _ = generate_cli(capsys, runs["t5"], "--prompt", "It was a <extra_id_0> night", "--json",
                                 "--max-new-tokens", "6")
     assert code == 0 and "source" not in records(out)[0]
+    code, out, _ = generate_cli(capsys, runs["t5"], "--prompt", prompt, "--num-beams", "3", "--json",
+                                "--max-new-tokens", "6", "--dtype", "bfloat16")
+    assert code == 0 and records(out)[0]["new_tokens"] <= 6
 
 
 def test_bert_fills_each_mask_with_its_most_likely_tokens(runs, capsys):
@@ -211,6 +214,13 @@ def test_contradicting_flags_are_usage_errors(runs, capsys, flags, expected):
     code, out, err = generate_cli(capsys, runs["gpt"], "--prompt", "x", *flags)
     assert (code, out) == (2, "")
     assert err.splitlines()[-1].startswith("error: ") and expected in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_cuda_without_a_gpu_is_a_usage_error(runs, capsys):
+    code = main(["generate", str(runs["gpt"]), "--prompt", "x", "--device", "cuda"])
+    assert code == 2
+    assert capsys.readouterr().err.strip().endswith("sees no CUDA GPU; use --device cpu")
 
 
 def test_no_prompt_or_no_run_is_a_usage_error(runs, capsys, tmp_path):
