@@ -16,6 +16,7 @@ from typing import Any
 from stages.report.content import format_time
 from stages.report.evaluation import EVALUATION_LEGEND
 from stages.report.html_parts import escape, format_value, page
+from stages.report.markdown_text import md_code, md_text
 from stages.report.run_table_script import SCRIPT, STYLE
 from stages.report.scores import BASELINE_LEGEND
 from stages.report.sources import RunSource
@@ -84,25 +85,25 @@ def script_json(data: Any) -> str:
 
 def run_table_markdown(table: dict[str, Any], *, scaling_markdown: str = "") -> str:
     columns = table["columns"]
-    title = f"Runs under `{table['root']}`" if table["root"] else "Runs"
+    title = f"Runs under {md_code(table['root'])}" if table["root"] else "Runs"
     states: dict[str, int] = {}
     for row in table["rows"]:
         states[row["values"]["state"]] = states.get(row["values"]["state"], 0) + 1
     out = [f"# {title}", "",
            f"Generated {format_time(table['generated'])}; {len(table['rows'])} runs ("
-           + ", ".join(f"{n} {state}" for state, n in sorted(states.items())) + ").", ""]
+           + ", ".join(f"{n} {md_text(state)}" for state, n in sorted(states.items())) + ").", ""]
     for problem in table["problems"]:
-        out.append(f"- could not read `{problem['run_dir']}`: {_cell(problem['error'])}")
+        out.append(f"- could not read {md_code(problem['run_dir'])}: {md_text(problem['error'])}")
     if table["problems"]:
         out.append("")
-    out.append("| " + " | ".join(_cell(_header(c)) for c in columns) + " |")
+    out.append("| " + " | ".join(md_text(_header(c)) for c in columns) + " |")
     out.append("|" + "".join("---:|" if c["numeric"] else "---|" for c in columns))
     for row in table["rows"]:
-        out.append("| " + " | ".join(_cell(_markdown_value(c, row)) for c in columns) + " |")
+        out.append("| " + " | ".join(_markdown_value(c, row) for c in columns) + " |")
     failed = [row for row in table["rows"] if row["error"]]
     if failed:
         out += ["", "Failed:", ""]
-        out += [f"- {row['values']['run']}: {_cell(row['error'])}" for row in failed]
+        out += [f"- {md_text(row['values']['run'])}: {md_text(row['error'])}" for row in failed]
     if any(c.get("baseline") is not None or c["group"] in ("finetune", "evaluate") for c in columns):
         out += ["", BASELINE_LEGEND + ". " + EVALUATION_LEGEND + "."]
     if scaling_markdown:
@@ -128,11 +129,16 @@ def _header(column: dict) -> str:
 
 
 def _markdown_value(column: dict, row: dict) -> str:
+    """One cell, as Markdown: user text is escaped here (md_text, md_code)."""
     value = row["values"].get(column["key"])
+    if column["key"] == "directory":
+        return md_code(value) if value else "-"
+    return md_text(_plain_value(column, row, value))
+
+
+def _plain_value(column: dict, row: dict, value: Any) -> str:
     if column["key"] == "wall_seconds":
         return format_duration(value) + (" so far" if row["values"]["state"] == "running" and value else "")
-    if column["key"] == "directory":
-        return f"`{value}`" if value else "-"
     if isinstance(value, (list, dict)):
         return json.dumps(value)
     text = format_value(value)
@@ -143,11 +149,6 @@ def _markdown_value(column: dict, row: dict) -> str:
     if column.get("baseline") is None:  # runs were scored against different baselines
         notes.append(f"baseline {context['baseline']:.4g}")
     return text + (f" ({', '.join(notes)})" if notes else "")
-
-
-def _cell(text: str) -> str:
-    """Markdown table cell text: a `|` or a newline would break the row."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _finite(data: Any) -> Any:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stages.report.html_parts import escape, plot_figure, table
+from stages.report.markdown_text import md_text
 from stages.report.plots import log_log_plot_png
 from stages.report.scaling_fit import SATURATING, PowerLawFit, describe_formula, fit_power_law
 from stages.report.scaling_points import ScalingPoint, scaling_points
@@ -80,7 +81,7 @@ def scaling_section(sources: list[RunSource]) -> tuple[str, str]:
     html = ["<h2>Scaling</h2>", f"<p>{escape(CAVEAT)}.</p>",
             "<ul>" + "".join(f"<li>{escape(note)}</li>" for note in notes) + "</ul>",
             _points_table_html(usable, non_embedding)]
-    md = ["## Scaling", "", CAVEAT + ".", ""] + [f"- {note}" for note in notes] + [""]
+    md = ["## Scaling", "", CAVEAT + ".", ""] + [f"- {md_text(note)}" for note in notes] + [""]
     md += _points_table_md(usable, non_embedding)
     for axis in AXES:
         html.append(f"<h3>Validation loss against {escape(axis.name)}</h3>")
@@ -88,7 +89,7 @@ def scaling_section(sources: list[RunSource]) -> tuple[str, str]:
         fit = fits.get(axis.key)
         if fit is None:
             html += [f"<p>{escape(line)}</p>" for line in axis_lines[axis.key]]
-            md += axis_lines[axis.key]
+            md += [md_text(line) for line in axis_lines[axis.key]]
             continue
         title = f"Validation loss against {axis.name}"
         html.append('<div class="plots">' + plot_figure(title, _fit_plot(title, axis, fit, non_embedding)) + "</div>")
@@ -97,7 +98,7 @@ def scaling_section(sources: list[RunSource]) -> tuple[str, str]:
         html += [f"<p>{escape(line)}</p>" for line in text]
         html.append("<details><summary>Inputs and residuals</summary>" + _residual_table_html(axis, fit)
                     + "</details>")
-        md += _residual_table_md(axis, fit) + [""] + [f"{line}  " for line in text]
+        md += _residual_table_md(axis, fit) + [""] + [f"{md_text(line)}  " for line in text]
     downstream_html, downstream_md = _downstream(points, non_embedding)
     return "\n".join(html) + downstream_html, "\n".join(md + downstream_md) + "\n"
 
@@ -218,9 +219,9 @@ def _points_table_html(points: list[ScalingPoint], non_embedding: bool) -> str:
 def _points_table_md(points: list[ScalingPoint], non_embedding: bool) -> list[str]:
     out = ["| run | parameters (all) | parameters (non-embedding, est.) | tokens | FLOPs (6ND) | val loss | "
            "tokens counted as |", "|---|---:|---:|---:|---:|---:|---|"]
-    out += [f"| {_cell(p.label)} | {_number(p.num_parameters)} | {_number(p.non_embedding_parameters)} | "
+    out += [f"| {md_text(p.label)} | {_number(p.num_parameters)} | {_number(p.non_embedding_parameters)} | "
             f"{_number(p.tokens)} | {_number(p.flops(non_embedding), True)} | {_loss(p.val_loss)} | "
-            f"{_cell(p.tokens_counted)} |" for p in points]
+            f"{md_text(p.tokens_counted)} |" for p in points]
     return out
 
 
@@ -239,7 +240,7 @@ def _residual_table_html(axis: Axis, fit: PowerLawFit) -> str:
 def _residual_table_md(axis: Axis, fit: PowerLawFit) -> list[str]:
     out = [f"| run | {axis.symbol} | val loss | predicted | residual | relative residual |",
            "|---|---:|---:|---:|---:|---:|"]
-    return out + ["| " + " | ".join([_cell(row[0])] + row[1:]) + " |" for row in _residual_rows(axis, fit)]
+    return out + ["| " + " | ".join([md_text(row[0])] + row[1:]) + " |" for row in _residual_rows(axis, fit)]
 
 
 def _fit_plot(title: str, axis: Axis, fit: PowerLawFit, non_embedding: bool) -> str:
@@ -267,7 +268,7 @@ def _downstream(points: list[ScalingPoint], non_embedding: bool) -> tuple[str, l
     if missing:
         note = f"Left out, training FLOPs unknown: {', '.join(missing)}."
         html.append(f"<p>{escape(note)}</p>")
-        md += [note, ""]
+        md += [md_text(note), ""]
     if not placed:
         return "\n".join(html), md
     by_axis: dict[str, dict[str, list[tuple[float, float]]]] = {}
@@ -288,8 +289,8 @@ def _downstream(points: list[ScalingPoint], non_embedding: bool) -> tuple[str, l
             + [f"{values[(p.label, name)]:.4f}" if (p.label, name) in values else "-" for p in placed]
             for name in names]
     html.append(table(headers, rows, numeric=range(1, len(headers)), css_class="scaling-downstream"))
-    md += ["| " + " | ".join(_cell(h) for h in headers) + " |", "|---|" + "---:|" * len(placed)]
-    md += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in rows]
+    md += ["| " + " | ".join(md_text(h) for h in headers) + " |", "|---|" + "---:|" * len(placed)]
+    md += ["| " + " | ".join(md_text(cell) for cell in row) + " |" for row in rows]
     return "\n".join(html), md
 
 
@@ -305,6 +306,3 @@ def _number(value, scientific: bool = False) -> str:
 def _loss(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
-
-def _cell(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")

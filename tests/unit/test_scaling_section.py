@@ -91,3 +91,15 @@ def test_unfinished_and_diverged_runs_are_left_out_and_said_so(tmp_path):
     assert "no positive finite val_loss in the pretrain manifest (diverged or never validated): h128." in md
     assert "no standard error: a line through 2 points" in md
     assert "Downstream" not in md  # no run has scores
+
+
+def test_run_names_in_the_markdown_are_text_never_html(tmp_path):
+    # sweep.md carries this section, and the dashboard serves it.
+    hostile = "h64<img src=x onerror=alert(1)>|"
+    sources = [gpt_run(tmp_path, name, h, loss, downstream=False)
+               for name, h, loss in (("h32", 32, 4.1), (hostile, 64, 3.8), ("h128<b>", 128, float("nan")))]
+    _, md = scaling_section(sources)
+    assert "<img" not in md and "<b>" not in md
+    escaped = "h64&lt;img src=x onerror=alert(1)&gt;\\|"
+    assert f"| {escaped} | " in md  # the inputs and residuals tables: one cell
+    assert "diverged or never validated): h128&lt;b&gt;." in md  # and the notes
