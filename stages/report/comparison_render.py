@@ -8,6 +8,7 @@ from stages.report.comparison import overlaid_panels
 from stages.report.content import format_time
 from stages.report.evaluation import verdict_label
 from stages.report.html_parts import Raw, escape, format_value, page, plot_figure, table
+from stages.report.markdown_text import md_code, md_text
 from stages.report.plots import line_plot_png
 from stages.report.sources import RunSource
 
@@ -81,15 +82,16 @@ def _delta_html(delta: float | None, lower_is_better: bool) -> str:
 
 
 def comparison_markdown(comparison: dict[str, Any]) -> str:
-    labels = [run["label"] for run in comparison["runs"]]
+    labels = [md_text(run["label"]) for run in comparison["runs"]]
     out = [f"# Comparison: {' vs '.join(labels)}", "",
-           f"Generated {format_time(comparison['generated'])}; deltas are against `{labels[0]}`.", "",
+           f"Generated {format_time(comparison['generated'])}; deltas are against {labels[0]}.", "",
            "## Runs", "", "| run | experiment | directory |", "|---|---|---|"]
-    out += [f"| {r['label']} | {r['experiment']} | `{r['run_dir']}` |" for r in comparison["runs"]]
+    out += [f"| {md_text(r['label'])} | {md_text(r['experiment'])} | {md_code(r['run_dir'])} |"
+            for r in comparison["runs"]]
     out += ["", "## Config differences", ""]
     if comparison["config_differences"]:
         out += ["| key | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
-        out += [f"| {row['key']} | " + " | ".join(format_value(v) for v in row["values"]) + " |"
+        out += [f"| {md_text(row['key'])} | " + " | ".join(md_text(format_value(v)) for v in row["values"]) + " |"
                 for row in comparison["config_differences"]]
     else:
         out.append("The configs are identical (apart from name, workdir and store).")
@@ -102,7 +104,7 @@ def comparison_markdown(comparison: dict[str, Any]) -> str:
             cells = [format_value(row["values"][0]) + _chance_text(contexts[0])] + [
                 f"{format_value(v)}" + (f" ({d:+.4g})" if d is not None else "") + _chance_text(c)
                 for v, d, c in zip(row["values"][1:], row["deltas"][1:], contexts[1:])]
-            out.append(f"| {row['group']} | {row['metric']} | " + " | ".join(cells) + " |")
+            out.append(f"| {md_text(row['group'])} | {md_text(row['metric'])} | " + " | ".join(cells) + " |")
     else:
         out.append("No scores yet.")
     return "\n".join(out) + "\n"

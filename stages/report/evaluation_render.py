@@ -12,6 +12,7 @@ from typing import Any
 
 from stages.report.evaluation import EVALUATION_LEGEND, format_number, snapshot_lines, verdict_label
 from stages.report.html_parts import GroupRow, Raw, escape, plot_figure, table
+from stages.report.markdown_text import md_text
 from stages.report.plots import line_plot_png
 
 SNAPSHOT_TITLES = {"scores": "Evaluation across training: scores (higher is better)",
@@ -46,8 +47,8 @@ def evaluation_markdown(report: dict[str, Any]) -> list[str]:
             shots, value, interval, baseline, examples = score_cells(entry, score)
             mark = "-" if not score["verdict"] else verdict_label(score)
             mark = mark if score["verdict"] in (None, "above") else f"**{mark}**"
-            out.append(f"| {_cell(task)} | {shots} | {_metric_name(metric, score)} | {value} | {interval} | "
-                       f"{baseline} | {mark} | {examples} |")
+            out.append(f"| {md_text(task)} | {shots} | {md_text(_metric_name(metric, score))} | {value} | "
+                       f"{interval} | {baseline} | {mark} | {examples} |")
     out += ["", EVALUATION_LEGEND + "."]
     rows = report.get("evaluation_snapshots") or []
     if rows:
@@ -70,7 +71,7 @@ def _snapshot_markdown(rows: list[dict[str, Any]]) -> list[str]:
     for (task, metric), by_step in values.items():
         cells = [_snapshot_cell(by_step.get(step)) for step, _ in snapshots]
         baselines = [r["baseline"] for r in by_step.values() if r["baseline"] is not None]
-        out.append(f"| {_cell(task)} | {_cell(metric)} | " + " | ".join(cells)
+        out.append(f"| {md_text(task)} | {md_text(metric)} | " + " | ".join(cells)
                    + f" | {format_number(baselines[-1]) if baselines else '-'} |")
     return out
 
@@ -151,7 +152,3 @@ def _by_score(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _metric_name(metric: str, score: dict[str, Any]) -> str:
     return metric if score["higher_is_better"] else f"{metric} (lower is better)"
-
-
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")

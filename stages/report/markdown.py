@@ -1,4 +1,6 @@
-"""`report.md`: the Markdown twin of report.html (tables only; curves as a short table)."""
+"""`report.md`: the Markdown twin of report.html (tables only; curves as a short table).
+Every text from a run (names, messages, hosts) goes through md_text / md_code: a Markdown
+viewer renders raw HTML, and a `|` would end a table cell."""
 
 from __future__ import annotations
 
@@ -7,23 +9,25 @@ from typing import Any
 from stages.finetune.score_context import VERDICTS
 from stages.report.content import format_time
 from stages.report.evaluation_render import evaluation_markdown
+from stages.report.markdown_text import md_code, md_text
 from stages.report.mixture import mixture_markdown
 from stages.report.scores import BASELINE_LEGEND, context_cells
 
 
 def render_markdown(report: dict[str, Any]) -> str:
-    out = [f"# Experiment `{report['experiment']}`", "",
+    out = [f"# Experiment {md_text(report['experiment'])}", "",
            f"Generated {format_time(report['generated'])}.", "",
            "## Stages", "", "| stage | state | fingerprint | seconds | key metrics |",
            "|---|---|---|---:|---|"]
     for row in report["stages"]:
         seconds = f"{row['seconds']:.1f}" if row["seconds"] is not None else "-"
-        out.append(f"| {row['stage']} | {row['state']} | `{row['fingerprint']}` | {seconds} | "
-                   f"{_cell(format_metrics(row['metrics']))} |")
+        out.append(f"| {md_text(row['stage'])} | {md_text(row['state'])} | {md_code(row['fingerprint'])} | "
+                   f"{seconds} | {md_text(format_metrics(row['metrics']))} |")
     out += ["", "## Skipped, failed or resumed", ""]
     if report.get("problems"):
         out += ["| stage | what | details |", "|---|---|---|"]
-        out += [f"| {p['stage']} | {p['kind']} | {_cell(p['message'])} |" for p in report["problems"]]
+        out += [f"| {md_text(p['stage'])} | {md_text(p['kind'])} | {md_text(p['message'])} |"
+                for p in report["problems"]]
     else:
         out.append("Nothing: every stage ran in this run and finished.")
     out += ["", "## Fine-tuning", ""]
@@ -34,7 +38,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             for metric, value in metrics.items():
                 interval, baseline, verdict = context_cells(contexts.get(task, {}).get(metric))
                 verdict = verdict if verdict in ("-", VERDICTS["above"]) else f"**{verdict}**"
-                out.append(f"| {task} | {metric} | {value:.4f} | {interval} | {baseline} | {verdict} |")
+                out.append(f"| {md_text(task)} | {md_text(metric)} | {value:.4f} | {interval} | {baseline} | "
+                           f"{verdict} |")
         out += ["", BASELINE_LEGEND + "."]
         if report.get("glue_average"):
             out += ["", glue_line(report["glue_average"])]
@@ -55,12 +60,12 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 
 def glue_line(glue: dict) -> str:
-    text = (f"GLUE average over {len(glue['tasks'])} task(s) ({', '.join(glue['tasks'])}): "
+    text = (f"GLUE average over {len(glue['tasks'])} task(s) ({md_text(', '.join(glue['tasks']))}): "
             f"**{glue['score']:.4f}**")
     if glue.get("ci95"):
         interval, baseline, verdict = context_cells(glue)
         text += f" (approximate 95% CI {interval}; baseline {baseline}: {verdict})"
-    return text + f". {glue['rule']}."
+    return text + f". {md_text(glue['rule'])}."
 
 
 def _stats(stats: dict) -> list[str]:
@@ -68,8 +73,8 @@ def _stats(stats: dict) -> list[str]:
     if not stats:
         return out + ["No data statistics."]
     for stage, metrics in stats.items():
-        out += [f"### {stage}", "", "| statistic | value |", "|---|---:|"]
-        out += [f"| {k} | {_cell(format_metrics({k: v}).split('=', 1)[1])} |" for k, v in metrics.items()]
+        out += [f"### {md_text(stage)}", "", "| statistic | value |", "|---|---:|"]
+        out += [f"| {md_text(k)} | {md_text(_metric_value(v))} |" for k, v in metrics.items()]
         out.append("")
     return out
 
@@ -82,20 +87,19 @@ def _lineage(lineage: dict | None) -> list[str]:
     for row in lineage["stages"]:
         inputs = ", ".join(f"{k}={v}" for k, v in row["inputs"].items()) or "-"
         this_run = "reused from cache" if row["reused"] else ("ran" if row["state"] == "done" else row["state"])
-        out.append(f"| {row['stage']} | `{row['fingerprint']}` | {row['code_version'] or '-'} | {inputs} | "
+        out.append(f"| {md_text(row['stage'])} | {md_code(row['fingerprint'])} | "
+                   f"{md_text(row['code_version'] or '-')} | {md_text(inputs)} | "
                    f"{format_time(row['start_time'])} | {format_time(row['end_time'])} | "
-                   f"{row['host'] or '-'} | {this_run} |")
+                   f"{md_text(row['host'] or '-')} | {md_text(this_run)} |")
     libraries = [f"python {lineage['python']}"] if lineage.get("python") else []
     libraries += [f"{k} {v}" for k, v in lineage["libraries"].items()]
-    out += ["", "Libraries: " + (", ".join(libraries) or "-")]
+    out += ["", "Libraries: " + md_text(", ".join(libraries) or "-")]
     return out
 
 
 def format_metrics(metrics: dict, limit: int = 6) -> str:
-    items = list(metrics.items())[:limit]
-    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in items)
+    return ", ".join(f"{k}={_metric_value(v)}" for k, v in list(metrics.items())[:limit])
 
 
-def _cell(text: str) -> str:
-    # A '|' or newline inside a cell (an error message) would break the Markdown table.
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def _metric_value(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

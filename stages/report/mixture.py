@@ -12,6 +12,7 @@ from typing import Any
 
 from stages.report.curves import Series
 from stages.report.html_parts import table
+from stages.report.markdown_text import md_text
 
 HEADERS = ["source", "weight", "train tokens", "validation tokens", "train loss", "validation loss"]
 
@@ -52,7 +53,7 @@ def mixture_markdown(report: dict[str, Any]) -> list[str]:
     if not rows:
         return []
     out = ["", "## Data mixture", "", "| " + " | ".join(HEADERS) + " |", "|---|" + "---:|" * (len(HEADERS) - 1)]
-    out += ["| " + " | ".join(_cells(row)) + " |" for row in rows]
+    out += ["| " + " | ".join(md_text(cell) for cell in _cells(row)) + " |" for row in rows]
     out += ["", "Losses are the last logged (loss/<source>, val_loss/<source>); the validation loss of the "
             "whole run is their mean weighted by the mixture."]
     return out

@@ -123,7 +123,7 @@ def test_failed_and_unfinished_stages_are_shown_and_escaped(tmp_path):
     html = render_html(report, source)
     assert "CUDA &lt;out&gt; of memory" in html and "<out>" not in html
     md = render_markdown(report)
-    assert "CUDA <out> of memory \\| boom" in md, "a '|' in an error must not split the table"
+    assert "CUDA &lt;out&gt; of memory \\| boom" in md, "a '|' in an error must not split the table"
     # The failed stage's metrics.jsonl still draws its curves.
     assert 'alt="Pretraining: training loss"' in html
 
