@@ -16,8 +16,9 @@ import csv
 import json
 import math
 import shutil
-import time
+import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -76,6 +77,31 @@ def sst2_run(ray_session, tmp_path_factory, pretrain_dir, data_dir):
     ctx = make_context(tmp_path_factory.mktemp("finetune"), pretrain_dir, data_dir, wandb_mode="offline",
                        tasks=["sst2"])
     return ctx, run(ctx)
+
+
+@pytest.fixture
+def ray_train_runs(monkeypatch) -> SimpleNamespace:
+    """The Ray Train runs the stage starts during the test (stages.training.launch.fit,
+    still run for real): their names, and the most that were under way at once. What the
+    stage does, counted instead of timed (the machine is too noisy for timing)."""
+    from stages.training import launch
+
+    real_fit, lock = launch.fit, threading.Lock()
+    runs = SimpleNamespace(names=[], under_way=0, most_at_once=0)
+
+    def counted_fit(*args, **kwargs):
+        with lock:
+            runs.names.append(kwargs.get("run_name"))
+            runs.under_way += 1
+            runs.most_at_once = max(runs.most_at_once, runs.under_way)
+        try:
+            return real_fit(*args, **kwargs)
+        finally:
+            with lock:
+                runs.under_way -= 1
+
+    monkeypatch.setattr(launch, "fit", counted_fit)
+    return runs
 
 
 def read_tsv(path: Path) -> list[list[str]]:
@@ -148,23 +174,23 @@ def test_saved_model_reproduces_the_dev_predictions(sst2_run, data_dir):
     assert [str(i) for i in logits.argmax(dim=1).tolist()] == written
 
 
-def test_rerun_skips_a_finished_task(sst2_run):
+def test_rerun_skips_a_finished_task(sst2_run, ray_train_runs):
     ctx, metrics = sst2_run
-    started = time.perf_counter()
-    assert run(ctx) == metrics
-    assert time.perf_counter() - started < 2.0  # no Ray Train run was started
+    again = run(ctx)
+    assert ray_train_runs.names == []  # no Ray Train run was started
+    assert again == metrics
 
 
-def test_a_task_finished_in_another_stage_directory_is_reused(sst2_run, pretrain_dir, data_dir):
+def test_a_task_finished_in_another_stage_directory_is_reused(sst2_run, pretrain_dir, data_dir, ray_train_runs):
     ctx, metrics = sst2_run
     # What adding a task to finetune.tasks looks like: a new stage directory, a config
     # that differs in keys that do not change SST-2's results. (No other task is listed
     # here, to keep the test free of another training run.)
     other = make_context(ctx.output_dir.with_name(ctx.output_dir.name + "-more-tasks"), pretrain_dir, data_dir,
                          tasks=["sst2"], max_parallel_tasks=2, max_failures=1)
-    started = time.perf_counter()
-    assert run(other) == metrics
-    assert time.perf_counter() - started < 5.0  # copied, no Ray Train run
+    copied_metrics = run(other)
+    assert ray_train_runs.names == []  # copied, no Ray Train run
+    assert copied_metrics == metrics
     assert (other.output_dir / "sst2" / "SST-2.tsv").read_text() == (ctx.output_dir / "sst2" / "SST-2.tsv").read_text()
     copied = [r for r in other.metrics_log.read() if r.get("task") == "sst2"]
     assert copied == [r for r in ctx.metrics_log.read() if r.get("task") == "sst2"] and copied
@@ -204,15 +230,14 @@ def test_stsb_pairs_and_regression(ray_session, tmp_path, pretrain_dir, data_dir
     assert not (tmp_path / "stsb" / "model").exists()
 
 
-def test_gpt_span_and_token_tasks_train_in_parallel(ray_session, tmp_path, pretrain_dir, data_dir, capsys):
+def test_gpt_span_and_token_tasks_train_in_parallel(ray_session, tmp_path, pretrain_dir, data_dir, capsys,
+                                                   ray_train_runs):
     """CoNLL-2003 (token head) and SQuAD v1.1 (span head) on the GPT, one worker each:
     both fit on the 2 CPUs, so they train at the same time."""
     ctx = make_context(tmp_path, pretrain_dir, data_dir, tasks=["conll2003", "squad"], num_workers=1,
                        max_train_examples=32, max_eval_examples=24, epochs=1, save_model=False,
                        max_query_len=24, doc_stride=32)
-    started = time.perf_counter()
     metrics = run(ctx)
-    wall = time.perf_counter() - started
     assert "training 2 tasks, 2 at a time: conll2003, squad" in capsys.readouterr().out
     assert 0.0 <= metrics["conll2003/f1"] <= 1.0 and 0.0 <= metrics["conll2003/test_f1"] <= 1.0
     assert 0.0 <= metrics["squad/exact_match"] <= metrics["squad/f1"] <= 1.0
@@ -224,6 +249,5 @@ def test_gpt_span_and_token_tasks_train_in_parallel(ray_session, tmp_path, pretr
     assert {r["task"] for r in ctx.metrics_log.read() if "loss" in r} == {"conll2003", "squad"}
     assert_pinned("gpt/conll2003", tmp_path, "conll2003")
     assert_pinned("gpt/squad", tmp_path, "squad")
-    # Each task's own time covers its whole run: in sequence they could not add up to
-    # more than the stage's.
-    assert wall < metrics["conll2003/seconds"] + metrics["squad/seconds"]
+    # Both tasks' Ray Train runs were under way at the same time.
+    assert sorted(ray_train_runs.names) == ["conll2003", "squad"] and ray_train_runs.most_at_once == 2

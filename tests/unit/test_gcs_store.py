@@ -68,12 +68,16 @@ def test_a_create_is_exclusive_and_a_read_gives_the_generation_by_the_servers_cl
     keys = ObjectKeys(fs)
     assert keys.is_gcs and not keys.is_s3
     path = f"{root}/runs/a/manifest.json"
+    before_create = time.monotonic()
     generation = keys.create(path, b"first")
     with pytest.raises(PreconditionFailed):
         keys.create(path, b"second")
     current = keys.read(path)
+    since_create = time.monotonic() - before_create
     assert current.data == b"first" and current.etag == generation
-    assert -2 < current.age_seconds < 5  # the server's Date has whole seconds
+    # The server's Date (whole seconds, cut down) minus the object's time: at most the
+    # time since the create, at least -1 s.
+    assert -1.05 < current.age_seconds < since_create + 0.05
     assert keys.read(f"{root}/runs/a/absent") is None
 
 
