@@ -177,13 +177,16 @@ def _plan_sweep(config: str, overrides: list[str], selection: Selection = Select
 
 def _run(cfg, selection: Selection, config_path: str, *, verify: bool = False,
          wait_lock: bool = False, sweep: str | None = None) -> int:
+    from pipeline.interrupts import exit_with_parent, interrupted_exit_code, sigterm_as_ctrl_c
     from pipeline.ray_session import RayStartError
     from pipeline.run_models import format_outputs
     from pipeline.runner import StageFailed, run_pipeline
 
+    exit_with_parent()  # a sweep's point: stop when the sweep driver is gone
     try:
-        run_pipeline(cfg, selection, config_path=config_path, verify=verify, wait_lock=wait_lock,
-                     sweep=sweep)
+        with sigterm_as_ctrl_c():  # SIGTERM (a scheduler, a sweep driver) stops as Ctrl-C does
+            run_pipeline(cfg, selection, config_path=config_path, verify=verify, wait_lock=wait_lock,
+                         sweep=sweep)
     except RayStartError as error:
         print(f"error: {error}", file=sys.stderr)
         print(error.hint, file=sys.stderr)
@@ -198,7 +201,7 @@ def _run(cfg, selection: Selection, config_path: str, *, verify: bool = False,
         # (committed checkpoints stay) and raises KeyboardInterrupt.
         print("interrupted: finished stages and committed checkpoints are kept; "
               "run the same command to resume", file=sys.stderr)
-        return 130
+        return interrupted_exit_code()
     print(f"done: `pretrain status {cfg.workdir_url or cfg.resolved_workdir}` for the table")
     for line in format_outputs(cfg.workdir_url or cfg.resolved_workdir):  # report, model/, hf/, ...
         print(line)

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
+from pipeline.interrupts import reinstall as reinstall_sigterm_handler
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 START_ATTEMPTS = 2
 RETRY_DELAY_S = 5.0
@@ -65,6 +67,7 @@ class RaySession:
                      f"trying once more in {self.retry_delay_s:.0f} s")
                 time.sleep(self.retry_delay_s)
         self.started = True
+        reinstall_sigterm_handler()  # ray.init put its own (sys.exit) in place of ours
 
     def _start_once(self, ray, address: str | None, echo) -> None:
         # Workers must import `stages` whether or not the project is pip-installed.

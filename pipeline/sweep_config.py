@@ -8,6 +8,7 @@
         - {pretrain.max_steps: 100}
         - {pretrain.max_steps: 400, dataset.seq_len: 128}
       max_concurrent: 2
+      max_points: 256                        # a larger grid is refused (raise it on purpose)
 
 Keys are the same dotted keys as `-o`; each point is validated as a whole config, so a
 misspelled key or a bad value is an error naming the point before anything runs.
@@ -34,6 +35,10 @@ class SweepConfig(Section):
     max_concurrent: int | None = Field(
         None, ge=1, description="points running at once (unset: as many as the Ray cluster's CPUs "
         "hold at pretrain.num_workers each); `pretrain sweep --max-concurrent` overrides it")
+    max_points: int = Field(
+        256, ge=1, description="the most points a sweep may have: each one is a whole experiment, and "
+        "a grid multiplies fast (10 values on 3 axes: 1,000 points); a larger sweep is refused "
+        "before anything is validated or written")
 
     @field_validator("grid")
     @classmethod

@@ -17,6 +17,14 @@ A sweep resumes like a run: the same command again skips finished points (every 
 cached) and re-runs the others, whose stages resume from their checkpoints.
 `<root>/sweep.json` records each point's state, for `pretrain dashboard` and for people.
 
+Stopping: Ctrl-C or SIGTERM to the driver stops the running children as Ctrl-C stops a
+`pretrain run` (SIGTERM to each child's process group: committed checkpoints stay, stage
+locks are released), kills those still running CHILD_STOP_S later (or at once on a second
+Ctrl-C), and exits 130 or 143. Each child leads its own process group, so a Ctrl-C typed
+in the terminal reaches the driver alone and each child is stopped once, by the driver.
+A driver killed outright (SIGKILL) cannot stop anything: each child watches it and stops
+itself (pipeline/interrupts.py `exit_with_parent`).
+
 With an object-store root (workdir: s3://...), the points and the store are URLs under
 it; sweep.json, the logs and the summary are written in this machine's mirror of the
 root and copied to the same names under the URL each time they change (`publish`), so
@@ -28,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -37,7 +46,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config import ConfigError
-from pipeline.graph import STAGE_NAMES
+from pipeline.fingerprint import HASH_CACHE, fingerprint_of, stage_identity
+from pipeline.graph import STAGE_NAMES, STAGES
+from pipeline.input_files import InputHasher
+from pipeline.interrupts import PARENT_ENV, interrupted_exit_code, sigterm_as_ctrl_c
 from pipeline.planner import Decision, Selection, plan
 from pipeline.store import write_json_atomic
 from pipeline.sweep import SWEEP_INDEX, Sweep, SweepPoint
@@ -45,6 +57,11 @@ from pipeline.sweep import SWEEP_INDEX, Sweep, SweepPoint
 SHARED_LOG = "shared-stages.log"
 POINT_LOG = "sweep.log"
 STAGE_LINE = re.compile(r"^\[(%s)\] " % "|".join(STAGE_NAMES))
+# How long stopped children get to stop as on Ctrl-C before they are killed.
+CHILD_STOP_S = 60.0
+# A child's exit status when it stopped on Ctrl-C or SIGTERM (130, 143; negative: the signal
+# ended it before Python could).
+INTERRUPTED_CODES = (130, 143, -signal.SIGINT, -signal.SIGTERM)
 
 
 @dataclass(frozen=True)
@@ -73,8 +90,22 @@ def stage_uses(sweep: Sweep, decisions: dict[str, list[Decision]]) -> list[Stage
 
 def plan_sweep(sweep: Sweep, selection: Selection = Selection()
                ) -> tuple[dict[str, list[Decision]], list[StageUse]]:
-    decisions = {point.name: plan(point.config, selection) for point in sweep.points}
+    """Every point's plan. Writes nothing. The points read the same input files: each is
+    hashed once for the whole sweep (a hasher per point hashed the corpus once per point)."""
+    hasher = InputHasher(sweep.points[0].config.resolved_workdir / HASH_CACHE if sweep.points else None)
+    decisions = {point.name: plan(point.config, selection, fingerprints=_fingerprints(point.config, hasher))
+                 for point in sweep.points}
     return decisions, stage_uses(sweep, decisions)
+
+
+def _fingerprints(config, hasher: InputHasher) -> dict[str, tuple[str, dict]]:
+    """pipeline.fingerprint.compute_all with a hasher shared by every point; its cache is
+    only read (a plan writes nothing)."""
+    out: dict[str, tuple[str, dict]] = {}
+    for spec in STAGES:
+        identity = stage_identity(spec, config, {n: out[n][0] for n in spec.inputs}, hasher)
+        out[spec.name] = (fingerprint_of(identity), identity)
+    return out
 
 
 def format_plan(sweep: Sweep, uses: list[StageUse]) -> list[list[str]]:
@@ -131,12 +162,25 @@ class SweepIndex:
 
 def run_sweep(sweep: Sweep, *, selection: Selection = Selection(), max_concurrent: int | None = None,
               echo=print, python: str = sys.executable) -> int:
-    """0 when every point finished, 1 when one failed (the others still run), 130 on Ctrl-C.
-    `selection` (--only / --from) applies to every point."""
+    """0 when every point finished, 1 when one failed (the others still run) or a shared
+    stage failed (no point runs), 130 on Ctrl-C and 143 on SIGTERM (the running points are
+    stopped). `selection` (--only / --from) applies to every point."""
     if selection.force:
         raise ConfigError("pretrain sweep has no --force: a forced stage that points share would "
                           "be rebuilt once per point. Force it in one point (pretrain run "
                           "CONFIG -o ... --force STAGE with that point's overrides), then sweep")
+    with sigterm_as_ctrl_c():
+        try:
+            return _run_sweep(sweep, selection, max_concurrent, echo, python)
+        except KeyboardInterrupt:
+            code = interrupted_exit_code()
+            echo(f"interrupted ({signal.Signals(code - 128).name}): the running points were stopped; "
+                 "finished points and committed checkpoints are kept; run the same command to "
+                 "resume the sweep")
+            return code
+
+
+def _run_sweep(sweep: Sweep, selection: Selection, max_concurrent: int | None, echo, python: str) -> int:
     sweep.root.mkdir(parents=True, exist_ok=True)
     # Another machine's sweep of this root: its state and logs, so that they go on.
     fetch_published(sweep, SWEEP_INDEX, SHARED_LOG, *(f"{p.name}/{POINT_LOG}" for p in sweep.points))
@@ -152,21 +196,18 @@ def run_sweep(sweep: Sweep, *, selection: Selection = Selection(), max_concurren
         with SweepRay(sweep.points[0].config.ray, echo) as ray_address:
             limit = max_concurrent or sweep.max_concurrent or default_concurrency(pending)
             runner = PointRunner(sweep, index, python, ray_address, echo, _selection_args(selection))
-            shared = _shared_to_run(pending, uses)
-            if shared:
-                if not runner.run_shared(shared):
-                    echo("error: a shared stage failed: no point can run; see "
-                         f"{sweep.location(SHARED_LOG)}")
-                    return 1
-            echo(f"running {len(pending)} point(s), at most {limit} at a time "
-                 f"({len(finished)} already finished)")
             try:
-                with ThreadPoolExecutor(max_workers=limit) as pool:
-                    results = list(pool.map(runner.run_point, pending))
+                shared = _shared_to_run(pending, uses)
+                if shared and not runner.run_shared(shared):
+                    echo(f"error: a shared stage failed, so no point can run: see "
+                         f"{sweep.location(SHARED_LOG)}; fix the cause and run the same command again")
+                    return 1
+                echo(f"running {len(pending)} point(s), at most {limit} at a time "
+                     f"({len(finished)} already finished)")
+                results = runner.run_points(pending, limit)
             except KeyboardInterrupt:
-                echo("interrupted: finished points and committed checkpoints are kept; "
-                     "run the same command to resume the sweep")
-                return 130
+                runner.stop()
+                raise
             failed = [p.name for p, ok in zip(pending, results) if not ok]
     _write_reports(sweep, echo)
     if failed:
@@ -232,11 +273,17 @@ def _selection_args(selection: Selection) -> list[str]:
 
 
 class PointRunner:
+    """Runs points (and shared stages) as `pretrain run` children and stops them all on
+    demand (`stop`)."""
+
     def __init__(self, sweep: Sweep, index: SweepIndex, python: str, ray_address: str | None, echo,
                  selection_args: list[str] = ()):
         self.sweep, self.index, self.python = sweep, index, python
         self.ray_address, self.echo = ray_address, echo
         self.selection_args = list(selection_args)
+        self.lock = threading.Lock()
+        self.children: set[subprocess.Popen] = set()
+        self.stopping = False
 
     def command(self, point: SweepPoint, extra: list[str]) -> list[str]:
         overrides = [*point.cli_overrides, *([f"ray.address={self.ray_address}"] if self.ray_address else [])]
@@ -252,36 +299,71 @@ class PointRunner:
             only = [arg for stage in stages for arg in ("--only", stage)]
             code, _, _ = self._child(by_name[representative], only, SHARED_LOG, "shared")
             if code != 0:
+                self.echo(f"[shared] {', '.join(stages)} failed (exit {code})")
                 return False
         return True
 
+    def run_points(self, points: list[SweepPoint], limit: int) -> list[bool]:
+        """Run `points`, at most `limit` at a time; whether each finished. On Ctrl-C (in
+        this, the main thread) every running child is stopped before this returns."""
+        pool = ThreadPoolExecutor(max_workers=limit)
+        try:
+            futures = [pool.submit(self.run_point, point) for point in points]
+            return [future.result() for future in futures]
+        except BaseException:
+            self.stop()  # before the pool is shut down: it waits for its running points
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
     def run_point(self, point: SweepPoint) -> bool:
+        if self.stopping:
+            return False  # stopped before it started: stays pending
         started = time.time()
         self.index.update(point.name, state="running", started=started)
         self.echo(f"[{point.name}] running ({_overrides_text(point)})")
         log = f"{point.name}/{POINT_LOG}"
         code, ran, reused = self._child(point, self.selection_args, log, point.name)
+        if code is None:  # stopped before its child started
+            self.index.update(point.name, state="pending")
+            return False
         ended = time.time()
-        state = "done" if code == 0 else ("interrupted" if code in (130, -2) else "failed")
+        state = ("done" if code == 0 else
+                 "interrupted" if self.stopping or code in INTERRUPTED_CODES else "failed")
         self.index.update(point.name, state=state, ended=ended, wall_seconds=ended - started,
                           exit_code=code, ran=ran, reused=reused)
         self.echo(f"[{point.name}] {state} in {ended - started:.0f}s"
                   + ("" if code == 0 else f" (exit {code}; log {self.sweep.location(log)})"))
         return code == 0
 
+    def stop(self) -> None:
+        """Start no more children, and stop the running ones as Ctrl-C would."""
+        with self.lock:
+            self.stopping = True
+            children = list(self.children)
+        _stop_children(children)
+
     def _child(self, point: SweepPoint, extra: list[str], log_name: str, prefix: str):
         """Run one `pretrain run`, its output appended to the log `log_name` (relative to
         the sweep's root; published when the child ends); stage lines and errors are
-        echoed with the point's name. -> (exit code, stages run, stages reused)."""
+        echoed with the point's name. -> (exit code, stages run, stages reused); the code
+        is None when the sweep was being stopped and no child started."""
         log_path = self.sweep.root / log_name
         log_path.parent.mkdir(parents=True, exist_ok=True)
         ran, reused = [], []
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # The child leads its own process group (a terminal's Ctrl-C reaches this driver
+        # only, which stops each child once) and stops itself if this driver dies.
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid())}
         with open(log_path, "a", encoding="utf-8") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(self.command(point, extra))}\n")
             log.flush()
-            child = subprocess.Popen(self.command(point, extra), stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, env=env)
+            with self.lock:
+                if self.stopping:
+                    return None, ran, reused
+                child = subprocess.Popen(self.command(point, extra), stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, text=True, env=env,
+                                         start_new_session=True)
+                self.children.add(child)
             try:
                 for line in child.stdout:
                     log.write(line)
@@ -297,11 +379,43 @@ class PointRunner:
                         self.echo(f"[{prefix}] {line.rstrip()}")
                 code = child.wait()
             except BaseException:
-                child.terminate()  # Ctrl-C reached the child too; give it time to save
-                child.wait(timeout=60)
+                # Interrupted while reading it (the main thread runs the shared stages):
+                # stop it, and keep its last words in the log.
+                _stop_children([child])
+                log.write(child.stdout.read())
                 raise
+            finally:
+                with self.lock:
+                    self.children.discard(child)
         publish(self.sweep, log_name)
         return code, ran, reused
+
+
+def _stop_children(children: list[subprocess.Popen]) -> None:
+    """SIGTERM each child's process group (a `pretrain run` stops as on Ctrl-C), wait up to
+    CHILD_STOP_S for all of them, then SIGKILL the groups of those still running. A second
+    Ctrl-C while waiting skips the wait."""
+    for child in children:
+        _signal_group(child, signal.SIGTERM)
+    deadline = time.monotonic() + CHILD_STOP_S
+    try:
+        for child in children:
+            try:
+                child.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        for child in children:
+            _signal_group(child, signal.SIGKILL)
+
+
+def _signal_group(child: subprocess.Popen, signum: int) -> None:
+    # Only a child not yet reaped: its pid, and so its group's id, cannot have been reused.
+    if child.poll() is None:
+        try:
+            os.killpg(child.pid, signum)
+        except ProcessLookupError:
+            pass
 
 
 def _overrides_text(point: SweepPoint) -> str:

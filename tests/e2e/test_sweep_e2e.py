@@ -1,12 +1,14 @@
 """`pretrain sweep` on three tiny GPTs (three learning rates) of the gpt-tiny data,
-through the real CLI: killed with SIGKILL while the first two points pretrain (two at a
-time), resumed by the same command, then run once more. (Crossing several axes into a
+through the real CLI: the driver alone killed with SIGKILL while the first two points
+pretrain (two at a time), which stop themselves, resumed by the same command, then run
+once more. (Crossing several axes into a
 grid is tests/unit/test_sweep_expand.py's; a fourth point here only cost one more
 Ray Train run.)
 
 What it pins: the upstream stages (ingest, tokenizer, dataset) are computed once for all
 three points (one output each in the shared store, written before the kill and never
-again); a killed point resumes from its committed checkpoint; the pending one runs;
+again); the two pretraining `pretrain run` children of the killed driver stop on their
+own (nothing else ends them); a killed point resumes from its committed checkpoint; the pending one runs;
 sweep.json and sweep.md list every point; the third command skips every point, finished,
 without starting Ray.
 The points stop after pretraining (--only), which is where they differ; the stages after
@@ -23,6 +25,7 @@ import json
 import subprocess
 import time
 
+import psutil
 import pytest
 
 from pipeline.fingerprint import compute_all
@@ -43,15 +46,17 @@ def sweep_args(root, ray_address) -> list[str]:
             *[a for s in (*UPSTREAM, "pretrain") for a in ("--only", s)]]
 
 
-def kill_group_when_committed(sweep: subprocess.Popen, checkpoints, timeout: float = 400) -> float:
-    """SIGKILL the sweep's whole process group (as a scheduler would) once `checkpoints`
-    lists a committed checkpoint; returns when it was killed."""
+def kill_driver_when_committed(sweep: subprocess.Popen, checkpoints, timeout: float = 400
+                               ) -> tuple[float, list[psutil.Process]]:
+    """SIGKILL the sweep driver alone (as the OOM killer would) once `checkpoints` lists a
+    committed checkpoint; (when it was killed, its children then)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         assert sweep.poll() is None, "the sweep ended before the second point committed a checkpoint"
         if checkpoints.is_file() and "checkpoint-step" in checkpoints.read_text():
-            kill_process_group(sweep)
-            return time.time()
+            children = psutil.Process(sweep.pid).children()
+            sweep.kill()
+            return time.time(), children
         time.sleep(0.2)
     raise AssertionError(f"no committed checkpoint in {checkpoints} after {timeout:.0f} s")
 
@@ -61,14 +66,24 @@ def test_a_sweep_shares_upstream_stages_and_resumes_after_a_kill(ray_address, tm
     args = sweep_args(root, ray_address)
     sweep = expand_sweep(CONFIG, [a for a, flag in zip(args[1:], args) if flag == "-o"])
     names = [p.name for p in sweep.points]
-    assert names == ["lr-0.001", "lr-0.002", "lr-0.003"]
+    assert names == ["lr-1e-3", "lr-2e-3", "lr-3e-3"]
     killed_fp = compute_all(sweep.points[1].config)["pretrain"][0]
     snapshot = root / "store" / "pretrain" / killed_fp / "ray" / "pretrain" / "checkpoint_manager_snapshot.json"
 
     with open(tmp_path / "first.log", "w") as log:
         first = subprocess.Popen(cli_command("sweep", *args, "--max-concurrent", "2"), cwd=REPO_ROOT,
                                  env=cli_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        killed_at = kill_group_when_committed(first, snapshot)
+        children: list[psutil.Process] = []
+        try:
+            killed_at, children = kill_driver_when_committed(first, snapshot)
+            # Each point sees its driver gone and stops as on Ctrl-C (its Ray Train run killed).
+            _, alive = psutil.wait_procs(children, timeout=90)
+            assert len(children) == 2 and not alive, [p.cmdline()[:5] for p in alive]
+        finally:  # whatever a failed test left running
+            kill_process_group(first)
+            for child in children:
+                if child.is_running():
+                    child.kill()
     first_log = (tmp_path / "first.log").read_text()
     states = {p["name"]: p["state"] for p in json.loads((root / "sweep.json").read_text())["points"]}
     assert states[names[1]] == "running" and states[names[2]] == "pending", (states, first_log[-3000:])

@@ -90,7 +90,7 @@ def test_a_plain_o_of_a_key_the_yaml_varies_fixes_it_for_every_point(write_confi
 
 def test_o_axes_alone_make_a_sweep_in_the_order_given(write_config):
     sweep = expand_sweep(write_config(), ["pretrain.lr=[1e-3,3e-3]", "seed=[0,1]"])
-    assert names(sweep) == ["lr-0.001_seed-0", "lr-0.001_seed-1", "lr-0.003_seed-0", "lr-0.003_seed-1"]
+    assert names(sweep) == ["lr-1e-3_seed-0", "lr-1e-3_seed-1", "lr-3e-3_seed-0", "lr-3e-3_seed-1"]
 
 
 def test_a_list_valued_key_takes_one_list_for_all_points_or_a_list_of_lists_as_an_axis(write_config):
@@ -113,24 +113,25 @@ def test_a_list_valued_key_takes_one_list_for_all_points_or_a_list_of_lists_as_a
     assert "axis" not in str(error.value)
 
 
-def test_values_are_recorded_and_named_as_the_config_validates_them(write_config):
+def test_values_are_named_as_written_and_recorded_as_the_config_validates_them(write_config):
     # YAML reads 1e-3 (no dot) as the string "1e-3"; the config holds the float 0.001.
     sweep = expand_sweep(write_config("sweep:\n  grid:\n    pretrain.lr: [1e-3, 3e-3]\n"))
-    assert names(sweep) == ["lr-0.001", "lr-0.003"]
+    assert names(sweep) == ["lr-1e-3", "lr-3e-3"]
     assert [p.overrides for p in sweep.points] == [{"pretrain.lr": 0.001}, {"pretrain.lr": 0.003}]
-    assert "pretrain.lr=0.001" in sweep.points[0].cli_overrides
+    assert [p.config.pretrain.lr for p in sweep.points] == [0.001, 0.003]
+    assert 'pretrain.lr="1e-3"' in sweep.points[0].cli_overrides
 
 
 def test_names_use_the_full_key_when_two_keys_end_alike(write_config):
     sweep = expand_sweep(write_config(), ["pretrain.lr=[1e-3]", "finetune.lr=[1e-4,2e-4]"])
     # pretrain.lr takes one value: it is not part of the names, so finetune.lr is just "lr".
-    assert names(sweep) == ["lr-0.0001", "lr-0.0002"]
+    assert names(sweep) == ["lr-1e-4", "lr-2e-4"]
     sweep = expand_sweep(write_config(), ["pretrain.lr=[1e-3,3e-3]", "finetune.lr=[1e-4]",
                                           "finetune.epochs=[1,2]"])
-    assert names(sweep)[:2] == ["lr-0.001_epochs-1", "lr-0.001_epochs-2"]
-    sweep = expand_sweep(write_config(), ["pretrain.lr=[1e-3,3e-3]", "finetune.lr=[1e-4,2e-4]"])
-    assert names(sweep) == ["pretrain.lr-0.001_finetune.lr-0.0001", "pretrain.lr-0.001_finetune.lr-0.0002",
-                            "pretrain.lr-0.003_finetune.lr-0.0001", "pretrain.lr-0.003_finetune.lr-0.0002"]
+    assert names(sweep)[:2] == ["lr-1e-3_epochs-1", "lr-1e-3_epochs-2"]
+    sweep = expand_sweep(write_config(), ["pretrain.lr=[0.001,0.003]", "finetune.lr=[1e-4,2e-4]"])
+    assert names(sweep) == ["pretrain.lr-0.001_finetune.lr-1e-4", "pretrain.lr-0.001_finetune.lr-2e-4",
+                            "pretrain.lr-0.003_finetune.lr-1e-4", "pretrain.lr-0.003_finetune.lr-2e-4"]
 
 
 def test_names_are_unique_and_safe_as_folder_names(write_config):
@@ -165,7 +166,8 @@ def test_a_wandb_group_the_user_chose_is_kept(write_config):
 @pytest.mark.parametrize("overrides, message", [
     (["pretrain.lrr=[1,2]"], r"sweep point .*pretrain\.lrr=1.*unknown key 'pretrain\.lrr'; did you mean 'pretrain\.lr'\?"),
     (["pretrain.lr=[0.1,-1]"], r"sweep point pretrain\.lr=-1: .*'pretrain\.lr': Input should be greater than 0"),
-    (["pretrain.model.hidden_size=[32,abc]"], r"sweep point pretrain\.model\.hidden_size=\"abc\".*valid integer"),
+    (["pretrain.model.hidden_size=[32,abc]"],
+     r"sweep point pretrain\.model\.hidden_size=abc: .*valid integer"),
     (["pretrain.lr=[]"], r"-o pretrain\.lr=\[\]: an axis needs at least one value"),
     (["name=[a,b]"], r"'name' cannot vary in a sweep"),
     (["workdir=[a,b]"], r"'workdir' cannot vary in a sweep"),
@@ -218,3 +220,86 @@ def test_an_object_store_root_puts_every_point_and_the_store_under_the_url(write
 def test_a_bucket_store_with_a_folder_root_is_refused_naming_the_fix(write_config):
     with pytest.raises(ConfigError, match=r"store is s3://bucket/x but workdir is a folder.*-o workdir=s3://bucket/x"):
         expand_sweep(write_config(GRID_2X2), ["store=s3://bucket/x"])
+
+
+# --- names, merged mappings, identical points, the size limit ------------------------
+
+MODEL = "pretrain:\n  model: {family: gpt, num_layers: 2, hidden_size: 64, num_heads: 2}\n"
+
+
+def test_an_axis_over_lists_of_sources_names_each_point_by_what_was_written(write_config):
+    books = [[{"path": f"corpus/gutenberg/book-{i}.txt"}] for i in range(3)]
+    many = [{"path": f"corpus/gutenberg/a-long-folder-name/book-{i}.txt", "format": "text"} for i in range(4)]
+    axes = [f"ingest.sources={[*books, many]}", "seed=[0,1]"]
+    sweep = expand_sweep(write_config(), axes)
+    # The values as written (validated, every source would spell out 7 defaults).
+    assert names(sweep)[:2] == ["sources-path-corpus-gutenberg-book-0.txt_seed-0",
+                                "sources-path-corpus-gutenberg-book-0.txt_seed-1"]
+    assert sweep.points[0].overrides == {"ingest.sources": books[0], "seed": 0}
+    # A long value: its start, and a hash of all of it, so that two differ and a rerun
+    # agrees; the other axes still show.
+    long_name = names(sweep)[6]
+    assert long_name.startswith("sources-path-corpus-gutenberg-a-") and long_name.endswith("_seed-0")
+    assert len(long_name) <= 80
+    assert long_name == names(expand_sweep(write_config(), axes))[6]
+    fewer = expand_sweep(write_config(), [f"ingest.sources={[*books, many[:3]]}", "seed=[0,1]"])
+    assert long_name != names(fewer)[6]
+    assert [p.config.ingest.sources[0].path for p in sweep.points[::2]] == [
+        "corpus/gutenberg/book-0.txt", "corpus/gutenberg/book-1.txt", "corpus/gutenberg/book-2.txt",
+        "corpus/gutenberg/a-long-folder-name/book-0.txt"]
+
+
+def test_names_stay_within_80_characters_and_unique_however_many_long_axes(write_config):
+    axes = [f"tracking.wandb.tags=[[{'x' * 60}], [{'y' * 60}]]",
+            f"tracking.wandb.project=[{'p' * 70}, {'q' * 70}]",
+            f"tracking.wandb.group=[{'g' * 70}, {'h' * 70}]"]
+    sweep = expand_sweep(write_config(), axes)
+    assert len(set(names(sweep))) == 8
+    assert all(len(name) <= 80 and "/" not in name for name in names(sweep)), names(sweep)
+
+
+def test_a_mapping_axis_is_merged_into_its_section_as_o_would_be(write_config):
+    sweep = expand_sweep(write_config(MODEL), ["pretrain.model=[{hidden_size: 32}, {num_layers: 3}]"])
+    assert names(sweep) == ["model-hidden-size-32", "model-num-layers-3"]
+    models = [p.config.pretrain.model for p in sweep.points]
+    # The file's hidden_size 64 stays where the point does not set it.
+    assert [(m.hidden_size, m.num_layers) for m in models] == [(32, 2), (64, 3)]
+    assert "pretrain.model.hidden_size=32" in sweep.points[0].cli_overrides
+    # A whole section as an axis, in the YAML.
+    grid = "sweep:\n  grid:\n    pretrain: [{max_steps: 5}, {max_steps: 7}]\n"
+    sweep = expand_sweep(write_config(MODEL + grid))
+    assert [(p.config.pretrain.max_steps, p.config.pretrain.model.hidden_size) for p in sweep.points] == [
+        (5, 64), (7, 64)]
+    assert names(sweep) == ["pretrain-max-steps-5", "pretrain-max-steps-7"]
+
+
+@pytest.mark.parametrize("overrides, section, message", [
+    (["pretrain.lr=[1e-3, 0.001]"], "",
+     r"sweep points pretrain\.lr=1e-3 and pretrain\.lr=0\.001 are the same experiment "
+     r"\(pretrain\.lr: 1e-3 and 0\.001 validate to the same config\); remove one of the values"),
+    (["pretrain.model=[{hidden_size: 64}, {num_layers: 2}]"], MODEL,
+     r"sweep points pretrain\.model=.*same experiment"),
+    ([], "sweep:\n  points:\n    - {seed: 1}\n    - {seed: 1}\n",
+     r"same experiment \(the same values, listed twice\)"),
+])
+def test_points_that_resolve_to_the_same_config_are_refused_naming_both(
+        write_config, overrides, section, message):
+    with pytest.raises(ConfigError, match=message):
+        expand_sweep(write_config(section), overrides)
+
+
+def test_a_sweep_larger_than_sweep_max_points_is_refused_before_its_points_are_validated(write_config):
+    from pipeline.sweep_config import SweepConfig
+
+    assert SweepConfig().max_points == 256
+    bad_values = [f"pretrain.lr=[{', '.join(['-1'] * 17)}]", f"seed=[{', '.join(map(str, range(17)))}]"]
+    too_many = (r"this sweep has 289 points \(17 values of pretrain\.lr x 17 values of seed\), "
+                r"more than sweep\.max_points \(256\).*-o sweep\.max_points=289")
+    with pytest.raises(ConfigError, match=too_many):
+        expand_sweep(write_config(), bad_values)  # a value error would name the first point instead
+    grid = ("sweep:\n  max_points: 5\n  grid:\n    seed: [1, 2, 3]\n"
+            "  points: [{pretrain.lr: 0.1}, {pretrain.lr: 0.2}]\n")
+    with pytest.raises(ConfigError, match=r"6 points \(3 values of seed x 2 listed points\), more than "
+                                          r"sweep\.max_points \(5\)"):
+        expand_sweep(write_config(grid))
+    assert len(expand_sweep(write_config(grid), ["sweep.max_points=6"]).points) == 6

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -105,7 +106,38 @@ def test_plan_of_a_sweep_shows_shared_stages_once_and_a_row_per_point_for_the_re
     assert [r[2:] for r in rows[3:5]] == [["lr-0.001", "runs"], ["lr-0.003", "runs"]]
     assert rows[3][1] != rows[4][1]
     assert "11 stage outputs for 2 points (14 if each point ran alone)" in output
-    assert not (tmp_path / "root" / "store").exists()  # plan runs nothing
+    assert not (tmp_path / "root").exists()  # a plan writes nothing: no folder, no hash cache
+
+
+def test_sweep_plan_writes_nothing_and_reads_each_input_file_once(gpt_tiny_sweep, tmp_path, capsys,
+                                                                  monkeypatch):
+    from pipeline.input_files import InputHasher
+
+    read: list[str] = []  # every file hashed (read), spied on: the hashing itself is real
+    hash_all = InputHasher._hash_all
+
+    def spy(self, to_hash):
+        read.extend(path for _, path, _, _ in to_hash)
+        return hash_all(self, to_hash)
+
+    monkeypatch.setattr(InputHasher, "_hash_all", spy)
+    assert main(["sweep", str(gpt_tiny_sweep), "--plan", "-o", "seed=[0,1,2]"]) == 0
+    assert "6 points" in capsys.readouterr().out
+    assert read and len(read) == len(set(read))  # not once per point
+    assert not (tmp_path / "root").exists()
+
+
+@pytest.mark.parametrize("override, message", [
+    ("pretrain.lr=[1e-3", r"^error: -o 'pretrain\.lr=\[1e-3': not valid YAML"),
+    ("pretrain.lr=[1e-3, 0.001]",
+     r"^error: .*sweep points pretrain\.lr=1e-3 and pretrain\.lr=0\.001 are the same experiment"),
+])
+def test_sweep_mistakes_are_one_error_line_and_exit_2(gpt_tiny_sweep, tmp_path, capsys, override, message):
+    for extra in ([], ["--plan"]):
+        assert main(["sweep", str(gpt_tiny_sweep), "-o", override, *extra]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and re.match(message, err), err
+    assert not (tmp_path / "root").exists()
 
 
 def test_sweep_plan_with_an_o_axis_shares_pretrain_between_the_points_that_agree(gpt_tiny_sweep, capsys):
