@@ -76,7 +76,8 @@ STAGES: tuple[StageSpec, ...] = (
               code_version="3", experiment_keys=("seed",), resumes=True, scratch_dirs=("ray",),
               input_files="stages.pretrain.inputs:input_files",
               summary_metrics=("steps", "final_loss", "val_loss", "tokens_per_second")),
-    StageSpec(name="finetune", entry="stages.finetune.run:run", inputs=("pretrain",),
+    # finetune v2: every task also writes hf/, its transformers folder (stages.finetune.hf_export).
+    StageSpec(name="finetune", entry="stages.finetune.run:run", inputs=("pretrain",), code_version="2",
               experiment_keys=("seed",), resumes=True, scratch_dirs=("ray",),
               input_files="stages.finetune.inputs:input_files", reads_data_dir=True,
               summary_metrics=()),

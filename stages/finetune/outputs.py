@@ -15,6 +15,8 @@
     model_outputs.npz     raw head outputs for the predicted splits (written by rank 0 of
                           the Ray Train run, `stages.finetune.worker`; read by the driver)
     model/                fine-tuned weights (rank 0; see stages.finetune.saved_model)
+    hf/                   the same model as its transformers class, written by the driver
+                          before metrics.json (stages.finetune.hf_export)
 """
 
 from __future__ import annotations

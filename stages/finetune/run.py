@@ -13,6 +13,8 @@ config leaves them unset (`stages.finetune.task_defaults`), one fixed path
                                        given a `job.FinetuneJob`); rank 0 leaves the raw
                                        head outputs of the predicted splits
     family.write_outputs(...)          prediction files and the family's scores
+    export_task_hf(...)                <task>/hf/: the model as its transformers class
+                                       (`stages.finetune.hf_export`)
     metrics.json                       plus the run facts (epochs, steps, seconds, best epoch)
 
 The families (`stages.finetune.families`): GLUE classification / regression, SQuAD spans
@@ -42,6 +44,7 @@ from stages.finetune.best_checkpoint import best_epoch_facts
 from stages.finetune.config import FinetuneConfig
 from stages.finetune.families.base import TaskRequest
 from stages.finetune.families.registry import family_for
+from stages.finetune.hf_export import export_task_hf
 from stages.finetune.inputs import INIT_FROM, task_input_files
 from stages.finetune.job import build_finetune_job
 from stages.finetune.model_source import check_seq_len, resolve_model_source
@@ -173,6 +176,7 @@ def train_task(request: TaskRequest, *, task_dir: Path, storage_path: Path | str
         outputs = {split: saved[split] for split in prepared.predict_splits}
     metrics = {
         **family.write_outputs(request, prepared, outputs, task_dir),
+        **export_task_hf(task_dir, spec, cfg),  # <task>/hf/: the model as its transformers class
         "epochs": cfg.epochs, **best_epoch_facts(task_dir, cfg.keep_best),
         "steps": int(result.metrics.get("step", 0)) if result.metrics else 0,
         "seconds": round(time.perf_counter() - started, 2),

@@ -26,7 +26,8 @@ from stages.finetune.outputs import is_task_finished
 
 FINGERPRINT_NAME = "task_fingerprint.json"
 # Bump when a change to the fine-tuning code changes a task's results.
-TASK_CODE_VERSION = "1"
+# 2: a finished task also holds hf/, its transformers folder (stages.finetune.hf_export).
+TASK_CODE_VERSION = "2"
 # Keys that decide which tasks run and how they are scheduled, not what a task computes.
 NOT_IN_FINGERPRINT = {"tasks", "max_parallel_tasks", "max_failures"}
 NOT_COPIED = ("wandb",)  # the earlier run's tracking files belong to that run

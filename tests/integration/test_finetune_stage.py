@@ -27,6 +27,7 @@ import torch
 from pipeline.config import ExperimentConfig
 from pipeline.context import StageContext
 from stages.finetune.encode import encode_texts, load_task_tokenizer
+from stages.finetune.families.squad import sample, squad_splits
 from stages.finetune.run import run
 from stages.finetune.saved_model import load_finetuned
 from stages.finetune.tasks import get_task
@@ -35,6 +36,7 @@ from stages.models import build_model, save_pretrained
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer
 from tests.finetune_pins import assert_pinned
+from tests.hf_export_checks import assert_classifier_matches, assert_reader_matches, assert_tagger_matches
 from tests.wandb_offline import offline_log
 
 pytestmark = pytest.mark.ray
@@ -174,6 +176,14 @@ def test_saved_model_reproduces_the_dev_predictions(sst2_run, data_dir):
     assert [str(i) for i in logits.argmax(dim=1).tolist()] == written
 
 
+def test_transformers_folder_classifies_dev_rows_as_the_stage_did(sst2_run, data_dir):
+    """<task>/hf/ in transformers alone: GPT2ForSequenceClassification, batched with its pad id."""
+    ctx, _ = sst2_run
+    written = json.loads((ctx.output_dir / "sst2" / "metrics.json").read_text())
+    assert written["hf_export"] == "hf"
+    assert_classifier_matches(ctx.output_dir / "sst2", read_split(get_task("sst2"), data_dir, "dev").texts, rows=64)
+
+
 def test_rerun_skips_a_finished_task(sst2_run, ray_train_runs):
     ctx, metrics = sst2_run
     again = run(ctx)
@@ -227,15 +237,18 @@ def test_stsb_pairs_and_regression(ray_session, tmp_path, pretrain_dir, data_dir
     assert len(indices) == 100 == metrics["stsb/test_examples"] and indices == sorted(indices, key=int)
     assert set(indices) < {row[0] for row in full_test[1:]}
     assert all(0.0 <= float(row[1]) <= 5.0 for row in submission[1:])
-    assert not (tmp_path / "stsb" / "model").exists()
+    assert not (tmp_path / "stsb" / "model").exists() and not (tmp_path / "stsb" / "hf").exists()
+    assert json.loads((tmp_path / "stsb" / "metrics.json").read_text())["hf_export"] == (
+        "not written: finetune.save_model is false, so there is no model/ to export")
 
 
 def test_gpt_span_and_token_tasks_train_in_parallel(ray_session, tmp_path, pretrain_dir, data_dir, capsys,
                                                    ray_train_runs):
     """CoNLL-2003 (token head) and SQuAD v1.1 (span head) on the GPT, one worker each:
-    both fit on the 2 CPUs, so they train at the same time."""
+    both fit on the 2 CPUs, so they train at the same time. Their hf/ folders
+    (GPT2ForTokenClassification, GPT2ForQuestionAnswering) predict what the stage wrote."""
     ctx = make_context(tmp_path, pretrain_dir, data_dir, tasks=["conll2003", "squad"], num_workers=1,
-                       max_train_examples=32, max_eval_examples=24, epochs=1, save_model=False,
+                       max_train_examples=32, max_eval_examples=24, epochs=1,
                        max_query_len=24, doc_stride=32)
     metrics = run(ctx)
     assert "training 2 tasks, 2 at a time: conll2003, squad" in capsys.readouterr().out
@@ -249,5 +262,8 @@ def test_gpt_span_and_token_tasks_train_in_parallel(ray_session, tmp_path, pretr
     assert {r["task"] for r in ctx.metrics_log.read() if "loss" in r} == {"conll2003", "squad"}
     assert_pinned("gpt/conll2003", tmp_path, "conll2003")
     assert_pinned("gpt/squad", tmp_path, "squad")
+    assert_tagger_matches(tmp_path / "conll2003", rows=24)
+    _, held_out, _ = squad_splits(get_task("squad"), data_dir, ctx.config.squad_eval_fraction, 0)
+    assert_reader_matches(tmp_path / "squad", sample(held_out, 24, 0), ctx.config)
     # Both tasks' Ray Train runs were under way at the same time.
     assert sorted(ray_train_runs.names) == ["conll2003", "squad"] and ray_train_runs.most_at_once == 2

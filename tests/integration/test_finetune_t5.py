@@ -1,8 +1,9 @@
 """A T5 pretrained by the pipeline, fine-tuned as text to text through the finetune stage
 on real Ray Train + DeepSpeed (CPU workers): SST-2 sources with the task prefix, label
 words decoded greedily, scored as classes; the GLUE files hold labels, and the saved
-model generates what the dev predictions say. SQuAD and CoNLL-2003: answer texts and
-entity lists generated, written in the official formats."""
+model generates what the dev predictions say, and so does its hf/ folder in transformers
+alone (T5ForConditionalGeneration with the task's generation_config.json). SQuAD and
+CoNLL-2003: answer texts and entity lists generated, written in the official formats."""
 
 from __future__ import annotations
 
@@ -26,12 +27,14 @@ from stages.finetune.tasks.tsv import read_split
 from stages.finetune.text_to_text import class_ids, encode_text_to_text
 from stages.finetune.encode import load_task_tokenizer
 from stages.finetune.outputs import UNREADABLE
+from stages.finetune.text_to_text.glue import source_texts
 from stages.finetune.text_to_text.rank import label_log_likelihoods, label_targets
 from stages.finetune.worker import OUTPUTS_NAME
 from stages.models import build_model, save_pretrained
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer
 from tests.finetune_pins import assert_pinned
+from tests.hf_export_checks import assert_generator_matches
 
 pytestmark = pytest.mark.ray
 
@@ -103,6 +106,9 @@ def test_t5_sst2_and_stsb_text_to_text_under_zero3(ray_session, tmp_path, t5_pre
     assert len(scores) == 48
     assert_pinned("t5/sst2", tmp_path, "sst2")
     assert_pinned("t5/stsb", tmp_path, "stsb")
+    for task in ("sst2", "stsb"):
+        dev_texts = read_split(get_task(task), data_dir, "dev").sample(64, 0).texts
+        assert_generator_matches(tmp_path / task, source_texts(get_task(task), dev_texts), rows=16)
 
 
 def test_t5_rank_scoring_under_zero3(ray_session, tmp_path, t5_pretrain_dir, data_dir):
