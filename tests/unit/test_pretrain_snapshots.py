@@ -125,3 +125,34 @@ def test_score_snapshots_explains_missing_snapshots(tmp_path, pretrain_dir, data
     record_snapshot(tmp_path, 7, 70)
     with pytest.raises(FileNotFoundError, match="lists step 7 at .*step-0000007, which does not exist"):
         score_snapshots(tmp_path, tasks, data_dir, seed=SEED, max_examples=2, batch_size=8, max_length=None)
+
+
+def test_the_evaluate_stage_with_snapshots_true_scores_every_snapshot(pretrain_dir, data_dir, tmp_path):
+    """evaluate.snapshots: true through the stage function (its Ray tasks in this process):
+    snapshots.json holds each snapshot's scores on the configured tasks and shots, as
+    score_snapshots gives them, and the manifest's metrics count the snapshots."""
+    from pipeline.config import ExperimentConfig
+    from pipeline.context import StageContext
+    from stages.evaluate.config import EvaluateConfig
+    from stages.evaluate.run import run as run_evaluate
+    from stages.ray_tasks import run_in_process
+
+    config = EvaluateConfig(tasks=["lambada_openai", "copa"], shots={"copa": 2}, seed=SEED,
+                            max_examples=MAX_EXAMPLES, batch_size=8, snapshots=True)
+    experiment = ExperimentConfig.model_validate(
+        {"name": "t", "data_dir": str(data_dir), "ingest": {"sources": [{"path": "x"}]},
+         "evaluate": config.model_dump()})
+    ctx = StageContext(name="evaluate", config=config, experiment=experiment, output_dir=tmp_path,
+                       inputs={"pretrain": pretrain_dir}, fingerprint="test")
+    with run_in_process():
+        metrics = run_evaluate(ctx)
+    assert metrics["snapshots_scored"] == 2
+    rows = json.loads((tmp_path / "snapshots.json").read_text())
+    assert {(r["step"], r["task"]) for r in rows} == {(step, task) for step in (10, 20)
+                                                      for task in ("lambada_openai", "copa")}
+    expected = score_snapshots(pretrain_dir, [(resolve_task_spec("lambada_openai"), 0),
+                                              (resolve_task_spec("copa"), 2)],
+                               data_dir, seed=SEED, max_examples=MAX_EXAMPLES, batch_size=8, max_length=None)
+    assert rows == json.loads(json.dumps(expected, default=float))
+    by_step = {r["step"]: r["value"] for r in rows if r["task"] == "lambada_openai" and r["metric"] == "perplexity"}
+    assert by_step[10] != by_step[20]  # each snapshot's own weights
