@@ -108,6 +108,8 @@ def export_hf(model: nn.Module, directory: str | Path, tokenizer_json: str | Pat
 def special_token_ids(tokenizer_json: str | Path, special_tokens: dict[str, Any]) -> dict[str, int]:
     """{"bos_token_id": ..., "eos_token_id": ..., "pad_token_id": ...}: the ids, in the
     tokenizer, of the roles `special_tokens` names (those it names and the vocabulary has)."""
+    if not any(isinstance(special_tokens.get(role), str) for role in ("bos_token", "eos_token", "pad_token")):
+        return {}  # nothing to look up: the tokenizer file is not even read
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(tokenizer_json))

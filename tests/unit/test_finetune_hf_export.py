@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.pinned import import_pinned
 import torch
 
 from stages.finetune.config import FinetuneConfig
@@ -31,7 +33,7 @@ from tests.perturb import perturb_
 from tests.pretrained_dirs import book_paragraphs, train_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-transformers = pytest.importorskip("transformers")
+transformers = import_pinned("transformers")
 
 SEQ_LEN = 32
 ARCHITECTURES = {"gpt": {"num_layers": 2, "hidden_size": 32, "num_heads": 4},

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 
 import pytest
+
+from tests.pinned import import_pinned
 import torch
 
 from stages.finetune.model_source import build_task_model
@@ -20,7 +22,7 @@ from stages.models.transformer import Transformer
 from tests.perturb import perturb_
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-transformers = pytest.importorskip("transformers")
+transformers = import_pinned("transformers")
 
 VOCAB, B, T, PAD = 99, 2, 10, 1
 BACKBONES = {
