@@ -53,7 +53,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 CONFIG = "configs/gpt-tiny.yaml"
-BUCKET = "pipeline-bench"
+BUCKET_PREFIX = "pipeline-bench"
 LINE = re.compile(r"^\[(?P<stage>[^\]]+)\] (?P<what>running|done in (?P<seconds>[0-9.]+)\s*s)")
 
 
@@ -126,14 +126,15 @@ def node_work(mirror: Path) -> dict[str, list[int]]:
     return work
 
 
-def run_side(side: str, round_index: int, overrides: list[str], node_mirror: Path | None = None) -> dict:
+def run_side(side: str, round_index: int, overrides: list[str], node_mirror: Path | None = None,
+             bucket_url: str = "") -> dict:
     with tempfile.TemporaryDirectory(prefix=f"s3-pipeline-{side}-") as temp:
         if side == "local":
             workdir = Path(temp) / "run"
             result = cli_run(str(workdir), {}, overrides)
             result["objects"], result["bytes"] = folder_bytes(workdir)
         else:
-            url = f"s3://{BUCKET}/round-{round_index + 1}"
+            url = f"{bucket_url}/round-{round_index + 1}"
             result = cli_run(url, {"PRETRAIN_MIRROR": str(Path(temp) / "mirror")}, overrides)
             contents = bucket_contents(url)
             result.update(contents)
@@ -183,8 +184,8 @@ def main() -> None:
     results: dict[str, list[dict]] = {"local": [], "s3": []}
     with s3_server() as endpoint, tempfile.TemporaryDirectory(prefix="s3-pipeline-node-b-") as node_b, \
             (two_node_cluster(Path(node_b)) if args.two_nodes else contextlib.nullcontext()) as address:
-        make_bucket(BUCKET)
-        print(f"S3 server at {endpoint}, bucket s3://{BUCKET}", flush=True)
+        bucket_url = make_bucket(BUCKET_PREFIX)
+        print(f"S3 server at {endpoint}, bucket {bucket_url}", flush=True)
         if address:
             overrides += ["-o", f"ray.address={address}"]
         for round_index in range(args.rounds):
@@ -193,7 +194,7 @@ def main() -> None:
                 if address:  # each s3 round's node-B work alone
                     shutil.rmtree(node_b, ignore_errors=True)
                     Path(node_b).mkdir()
-                result = run_side(side, round_index, overrides, Path(node_b) if address else None)
+                result = run_side(side, round_index, overrides, Path(node_b) if address else None, bucket_url)
                 results[side].append(result)
                 print(f"round {round_index + 1}: {side} {result['wall_s']:.1f} s, "
                       f"{result['objects']} files / {result['bytes'] / 1e6:.1f} MB", flush=True)

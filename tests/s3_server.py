@@ -53,9 +53,18 @@ def _forget_cached_clients() -> None:
     s3fs.S3FileSystem.clear_instance_cache()
 
 
-def make_bucket(name: str) -> str:
-    """Create a bucket on the server the environment points at; returns s3://name."""
+def make_bucket(prefix: str) -> str:
+    """Create a new, empty bucket named `prefix-<random>` on the server the environment
+    points at; returns its s3:// URL.
+
+    The suffix is not decoration: moto keeps its buckets in process-wide state that
+    outlives a server, and a test module imported under two names (pytest's basename and
+    `tests.unit.x`) has two counters, so a counted name can meet a bucket that an earlier
+    test filled, and every stage then reads as cached (CI, 2026-11-29)."""
+    import uuid
+
     import boto3
 
+    name = f"{prefix}-{uuid.uuid4().hex[:12]}"
     boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"]).create_bucket(Bucket=name)
     return f"s3://{name}"

@@ -7,7 +7,6 @@ nor leaves the stage's deleted scratch files in the bucket."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,6 @@ from stages.staging.node_staging import NodeStaging, StagedResult
 from stages.tracking import MetricsLog
 from tests.s3_server import make_bucket
 
-_buckets = itertools.count()
 TOKENIZER = "tokenizer/fp0/tokenizer.json"
 
 
@@ -48,7 +46,7 @@ def run(s3_endpoint, tmp_path, monkeypatch):
     """(staging, the driver's mirror, the node's mirror root) for a dataset stage with a
     committed tokenizer input."""
     monkeypatch.setenv("PRETRAIN_MIRROR", str(tmp_path / "driver"))
-    url = f"{make_bucket(f'staging-{next(_buckets)}')}/runs/x"
+    url = f"{make_bucket('staging')}/runs/x"
     store = open_store(url)
     driver_root = store.workdir
     tokenizer = driver_root / TOKENIZER

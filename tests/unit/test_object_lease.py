@@ -23,17 +23,23 @@ from tests.lease_race import race
 from tests.s3_server import make_bucket
 
 _keys = itertools.count()
+_bucket: list[str] = []  # the module's bucket name, set by the fs fixture
 
 
 @pytest.fixture(scope="module")
 def fs(s3_endpoint):
-    make_bucket("lease-test")
-    return filesystem("s3://lease-test")[0]
+    url = make_bucket("lease-test")
+    _bucket[:] = [url.removeprefix("s3://")]
+    return filesystem(url)[0]
+
+
+def lock_key() -> str:
+    return f"{_bucket[0]}/runs/x/pretrain/.fp{next(_keys):04d}.lock"
 
 
 @pytest.fixture
-def key() -> str:
-    return f"lease-test/runs/x/pretrain/.fp{next(_keys):04d}.lock"
+def key(fs) -> str:
+    return lock_key()
 
 
 def lease(fs, key, messages: list | None = None, **kwargs) -> ObjectLease:
@@ -88,7 +94,7 @@ def test_the_heartbeat_keeps_a_lease_alive_past_the_stale_time(fs, key):
 def test_a_silent_lease_is_taken_over_by_one_driver_and_its_old_holder_cannot_commit(fs):
     # Two silent holders at once (one sleep for both): the first notices its loss at its
     # next heartbeat, the second has no heartbeat before it releases.
-    noticing, oblivious = (f"lease-test/runs/x/pretrain/.fp{next(_keys):04d}.lock" for _ in range(2))
+    noticing, oblivious = (lock_key() for _ in range(2))
     noticing_messages: list[str] = []
     old = lease(fs, noticing, noticing_messages, heartbeat_seconds=5)
     old.acquire()

@@ -5,7 +5,6 @@ committed once; a failed or reset stage is never taken as finished."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
 
@@ -17,13 +16,12 @@ from pipeline.store import RUN_INDEX, StageCommitConflict, inventory
 from tests.s3_server import make_bucket
 from tests.stage_files import FILES, finished_stage
 
-_buckets = itertools.count()
 
 
 @pytest.fixture
 def bucket(s3_endpoint, tmp_path, monkeypatch) -> str:
     monkeypatch.setenv("PRETRAIN_MIRROR", str(tmp_path / "mirror"))
-    return make_bucket(f"store-test-{next(_buckets)}")
+    return make_bucket("store-test")
 
 
 def objects(url: str) -> dict[str, bytes]:

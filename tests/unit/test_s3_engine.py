@@ -6,7 +6,6 @@ one prefix only one writes a stage (the other is refused, or waits and reuses it
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
@@ -26,13 +25,12 @@ from pipeline.status import render, stage_rows
 from tests.s3_server import SERVER_ENV, make_bucket
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-_buckets = itertools.count()
 
 
 @pytest.fixture
 def bucket(s3_endpoint, tmp_path, monkeypatch) -> str:
     monkeypatch.setenv("PRETRAIN_MIRROR", str(tmp_path / "mirror"))
-    return make_bucket(f"engine-test-{next(_buckets)}")
+    return make_bucket("engine-test")
 
 
 @pytest.fixture
