@@ -91,6 +91,20 @@ class Tracker:
             except Exception as error:  # noqa: BLE001 - tracking must not stop training
                 self._disable(error)
 
+    def log_table(self, key: str, columns: list[str], rows: list[list[Any]], step: int | None = None) -> None:
+        """A wandb.Table under `key`, to wandb only: the caller keeps the rows in a JSONL
+        file of its own (pretrain's samples.jsonl). Steps a resumed run holds already are
+        skipped, as in `log`."""
+        if self._wandb_run is None or (step is not None and self._wandb_holds_through_step is not None
+                                       and step <= self._wandb_holds_through_step):
+            return
+        try:
+            import wandb
+
+            self._wandb_run.log({key: wandb.Table(columns=columns, data=rows)}, step=step)
+        except Exception as error:  # noqa: BLE001 - tracking must not stop training
+            self._disable(error)
+
     def summary(self, metrics: dict[str, Any]) -> None:
         if self._wandb_run is not None:
             try:

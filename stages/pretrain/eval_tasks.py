@@ -147,7 +147,7 @@ class TaskEvaluator:
         started = time.perf_counter()
         engine.eval()
         try:
-            with torch.no_grad(), _gathered_direct_parameters(engine.module, self.zero3):
+            with torch.no_grad(), gathered_direct_parameters(self.zero3, engine.module):
                 answered = [run_requests(self.scorer, plan.spec, requests)
                             for plan, requests in zip(self.plans, self.requests, strict=True)]
         finally:
@@ -170,14 +170,16 @@ class TaskEvaluator:
         return record
 
 
-def _gathered_direct_parameters(module: torch.nn.Module, zero3: bool):
-    """Under ZeRO-3, a parameter is gathered by its own module's forward. Scorers also
-    use parameters held directly by the top-level module outside its forward (BERT's
-    mlm_bias), so those are gathered for the whole evaluation (collective; small)."""
+def gathered_direct_parameters(zero3: bool, *modules: torch.nn.Module):
+    """Under ZeRO-3, a parameter is gathered by its own module's forward. Scorers (and
+    pretrain.samples) also use parameters held directly by a module whose forward they do
+    not call (BERT's mlm_bias, ELECTRA's generator's), so those of `modules` are gathered
+    for the whole evaluation (collective; small)."""
     import contextlib
 
     if not zero3:
         return contextlib.nullcontext()
     import deepspeed
 
-    return deepspeed.zero.GatheredParameters(list(module.parameters(recurse=False)), modifier_rank=None)
+    unique = {id(p): p for module in modules for p in module.parameters(recurse=False)}  # a module given twice
+    return deepspeed.zero.GatheredParameters(list(unique.values()), modifier_rank=None)

@@ -23,6 +23,7 @@ from stages.tracking import MetricsLog
 
 if TYPE_CHECKING:
     from stages.evaluate.evaluate_task import TaskPlan
+    from stages.pretrain.sample_plan import SamplePlan
 
 # The model config's special token ids each family needs from the dataset (its index.json's
 # pad_id and eos_id; run.model_token_ids): BERT pads, T5 also ends targets and starts decoding.
@@ -61,6 +62,9 @@ class PretrainJob:
     # task, and the special token ids their scorer needs; empty = no in-loop tasks
     eval_plans: list[TaskPlan] = field(default_factory=list)
     eval_token_ids: dict[str, Any] = field(default_factory=dict)
+    # pretrain.samples planned by the driver (stages/pretrain/sample_plan.py): the prompts'
+    # token ids; None = no samples
+    sample_plan: SamplePlan | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, PretrainConfig):
@@ -133,6 +137,9 @@ class PretrainJob:
         if len(self.eval_plans) != len(cfg.eval_tasks):
             raise ValueError(f"PretrainJob.eval_plans has {len(self.eval_plans)} plan(s) for "
                              f"{len(cfg.eval_tasks)} pretrain.eval_tasks; plan them with plan_eval_tasks")
+        if (self.sample_plan is not None) != cfg.samples.enabled:
+            raise ValueError("PretrainJob.sample_plan must be planned from pretrain.samples exactly when it has "
+                             "prompts or num_dev_sources; plan it with plan_samples")
         if self.eval_plans and not self.eval_token_ids:
             raise ValueError("PretrainJob.eval_token_ids is empty but pretrain.eval_tasks are planned; "
                              "find them with scorer_token_ids")

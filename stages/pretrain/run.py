@@ -11,6 +11,8 @@ Writes  ctx.output_dir/metrics.jsonl   one record per log_every / eval_every ste
         ctx.output_dir/deepspeed_config.json   the DeepSpeed config we generated, the user's
                                        pretrain.deepspeed_config file, the merge, overrides
         ctx.output_dir/model/          model.safetensors, model_config.json, tokenizer.json
+        ctx.output_dir/samples.jsonl   with pretrain.samples: the live model's text at its
+                                       steps (stages/pretrain/samples.py)
         ctx.output_dir/snapshots/      with pretrain.snapshot_every: step-<NNNNNNN>/ folders
                                        holding what model/ holds, and index.json (step,
                                        training tokens, path of each); stages/pretrain/snapshots.py
@@ -44,6 +46,7 @@ from stages.pretrain.config import PretrainConfig
 from stages.pretrain.eval_tasks import plan_eval_tasks, scorer_token_ids
 from stages.pretrain.init_from import resolve_init_source
 from stages.pretrain.job import PretrainJob
+from stages.pretrain.sample_plan import plan_samples
 from stages.pretrain.train_loop import train_loop_per_worker
 from stages.training.deepspeed_config import resolve_deepspeed_config
 from stages.training.engine_settings import EngineSettings
@@ -59,8 +62,9 @@ SUMMARY_KEYS = (
 def run(ctx) -> dict[str, Any]:
     """Train, export, and return the stage metrics: steps, final_loss, val_loss,
     val_perplexity, tokens_per_second, num_parameters, resumed_from_step, mfu,
-    wall_seconds, the last validation's per-objective val_<part>_loss / _accuracy, and
-    the last eval/<task>/<metric> scores of pretrain.eval_tasks."""
+    wall_seconds, the last validation's per-objective val_<part>_loss / _accuracy, the
+    last eval/<task>/<metric> scores of pretrain.eval_tasks, and with pretrain.samples
+    sampling_seconds and sampling_share (of wall_seconds)."""
     started = time.time()
     cfg: PretrainConfig = ctx.config
     dataset_dir = Path(ctx.inputs["dataset"]).resolve()
@@ -83,6 +87,9 @@ def run(ctx) -> dict[str, Any]:
     if cfg.eval_tasks:
         eval_plans = plan_eval_tasks(cfg, Path(ctx.experiment.resolved_data_dir))
         eval_token_ids = scorer_token_ids(cfg.model.family, tokenizer_path, index["vocab_size"])
+    # Tokenized and checked against the context here: a prompt too long fails before Ray starts.
+    sample_plan = (plan_samples(cfg, tokenizer_path, dataset_dir, index, ctx.experiment.seed)
+                   if cfg.samples.enabled else None)
     # Checked here (job.py), before Ray starts; every worker gets this one record.
     job = PretrainJob(
         config=cfg,
@@ -100,6 +107,7 @@ def run(ctx) -> dict[str, Any]:
         user_deepspeed_config=user_deepspeed_config,
         eval_plans=eval_plans,
         eval_token_ids=eval_token_ids,
+        sample_plan=sample_plan,
     )
     result = fit(
         train_loop_per_worker,
@@ -120,6 +128,11 @@ def run(ctx) -> dict[str, Any]:
     if cfg.deepspeed_config:
         metrics["deepspeed_overrides"] = "; ".join(map(str, deepspeed_overrides)) or "none"
     metrics["wall_seconds"] = time.time() - started
+    if sample_plan is not None:
+        # This attempt's seconds spent sampling (rank 0), and their share of the stage's time.
+        metrics["sampling_seconds"] = reported.get("sampling_seconds")
+        metrics["sampling_share"] = (reported["sampling_seconds"] / metrics["wall_seconds"]
+                                     if reported.get("sampling_seconds") is not None else None)
     return metrics
 
 

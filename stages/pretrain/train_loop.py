@@ -18,10 +18,12 @@ sequences on each of world_size workers. The loop resumes from the last committe
 checkpoint (model, optimizer, lr schedule, data position, RNG), so a killed run that is
 started again continues exactly where its checkpoint left off.
 
-Rank 0 writes metrics.jsonl, shows the progress bar and exports the final model (and the
-snapshots of pretrain.snapshot_every, stages/pretrain/snapshots.py); every rank takes part
-in evaluation (validation loss and the in-loop tasks of pretrain.eval_tasks,
-stages/pretrain/eval_tasks.py), weight gathering and checkpointing, which are collective.
+Rank 0 writes metrics.jsonl, shows the progress bar, exports the final model (and the
+snapshots of pretrain.snapshot_every, stages/pretrain/snapshots.py) and draws the samples
+of pretrain.samples (stages/pretrain/samples.py; under ZeRO-3 every rank runs the same
+forwards); every rank takes part in evaluation (validation loss and the in-loop tasks of
+pretrain.eval_tasks, stages/pretrain/eval_tasks.py), weight gathering and checkpointing,
+which are collective.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from stages.pretrain.metrics import (
 )
 from stages.pretrain.objectives import build_objective
 from stages.pretrain.objectives.base import NUM_PREDICTIONS
+from stages.pretrain.samples import SAMPLES_FILE, Sampler
 from stages.pretrain.snapshots import record_snapshot, remove_partial_snapshots, snapshot_path, write_model_folder
 from stages.training.checkpoint import report_checkpoint, restore_latest
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
@@ -119,6 +122,10 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         # before its first checkpoint) are trained again: drop their records, so that
         # metrics.jsonl holds each step once.
         tracker.metrics_log.drop_records_after(resumed_from_step)
+    sampler = (Sampler(job.sample_plan, cfg.samples, job.tokenizer_path, engine.device, output_dir / SAMPLES_FILE)
+               if job.sample_plan is not None else None)
+    if sampler is not None and is_main:
+        sampler.resume(resumed_from_step)  # as metrics.jsonl: each step's samples once
 
     throughput = Throughput(
         samples_per_step=cfg.micro_batch_size * cfg.gradient_accumulation_steps * world_size,
@@ -136,7 +143,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         remove_partial_snapshots(output_dir)
     meter = IntervalMeter(objective.parts, engine.device, sources=mixture_sources)
     progress = _progress_bar(is_main, cfg.max_steps, step)
-    train_seconds, steps_this_session = 0.0, 0
+    train_seconds, steps_this_session, sampling_seconds = 0.0, 0, 0.0
     last_metrics: dict[str, Any] = {}
     engine.train()
     while step < cfg.max_steps:
@@ -177,6 +184,10 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
             if tracker is not None:
                 tracker.log(record, step=step)
 
+        # Before the checkpoint (a committed one implies its samples are written); outside
+        # the step's timing, so throughput does not count it.
+        if sampler is not None and sampler.due(step, cfg):
+            sampling_seconds += sampler.sample_live(engine, step, tokens_seen, is_main, tracker)
         # Before the checkpoint: a committed checkpoint implies its snapshots are complete.
         destinations = [output_dir / "model"] if step == cfg.max_steps else []
         snapshot_due = bool(cfg.snapshot_every) and step % cfg.snapshot_every == 0
@@ -195,6 +206,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
                 "num_parameters": num_parameters,
                 "resumed_from_step": resumed_from_step,
                 "mfu": last_metrics.get("mfu"),
+                **({"sampling_seconds": sampling_seconds} if sampler is not None else {}),
                 # per-objective validation losses and accuracies (val_mlm_accuracy, ...),
                 # and the last in-loop task scores (eval/<task>/<metric>)
                 **{k: v for k, v in last_metrics.items() if k.startswith(("val_", "eval/"))},

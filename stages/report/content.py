@@ -10,7 +10,9 @@ glue_average, problems, finetune_context ({task: {metric: {"baseline", "ci95",
 evaluation_snapshots ([{"step", "tokens", "task", "metric", "value", "ci95", "baseline",
 "higher_is_better", "verdict"}]: the same scores across pretraining;
 `stages.report.evaluation`) and mixture ([{"source", "weight", "train_tokens",
-"validation_tokens", "loss", "val_loss"}]: dataset.mixture's sources; `stages.report.mixture`).
+"validation_tokens", "loss", "val_loss"}]: dataset.mixture's sources; `stages.report.mixture`)
+and samples ({"num_steps", "settings", "steps": [{"step", "tokens_seen", "rows"}]}: what
+the model wrote during pretraining, a few steps of it; `stages.report.samples`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from stages.finetune.score_context import describe, read_contexts
 from stages.report.curves import pretrain_series, sample_curve
 from stages.report.evaluation import chance_problem, key_scores, read_evaluation, read_snapshots
 from stages.report.mixture import mixture_rows
+from stages.report.samples import read_samples
 from stages.report.scores import (
     chance_problems, finetune_scores, glue_average, group_by_task, score_contexts, unreadable_problems,
 )
@@ -58,6 +61,7 @@ def build_report(source: RunSource, *, curve_points: int = 10) -> dict[str, Any]
                   if s.stage in DATA_STAGES and s.manifest},
         "evaluation": evaluation,
         "evaluation_snapshots": snapshots,
+        "samples": read_samples(pretrain.directory if pretrain else None),
         "lineage": lineage(source, records),
         "problems": problems(source, records, tasks, contexts)
         + evaluation_problems(evaluation, snapshot_problem),

@@ -25,6 +25,7 @@ figure { margin: 0; } img.plot { max-width: 100%; border: 1px solid #eee; }
 .badge-chance { background: #fde7c1; color: #7a4a00; font-weight: bold; }
 .badge-below { background: #f9d0d6; color: #b00020; font-weight: bold; }
 .kind-at-chance, .kind-unreadable { color: #a66300; }
+table.samples td { white-space: pre-wrap; }
 """
 
 

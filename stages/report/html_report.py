@@ -12,6 +12,7 @@ from stages.report.evaluation_render import evaluation_html
 from stages.report.html_parts import GroupRow, Raw, escape, format_value, page, plot_figure, table
 from stages.report.mixture import mixture_html
 from stages.report.plots import line_plot_png
+from stages.report.samples import samples_html
 from stages.report.scores import BASELINE_LEGEND, context_cells
 from stages.report.sources import RunSource
 
@@ -26,6 +27,7 @@ def render_html(report: dict[str, Any], source: RunSource, *,
         "<h2>Stages</h2>", _stages_table(report),
         "<h2>Skipped, failed or resumed</h2>", _problems(report),
         "<h2>Training curves</h2>", _plots(run_plots(source)),
+        "<h2>Samples</h2>", samples_html(report),
         mixture_html(report),
         "<h2>Fine-tuning</h2>", _finetune_table(report),
         "<h2>Evaluation (zero- and few-shot)</h2>", evaluation_html(report),

@@ -11,6 +11,7 @@ from stages.report.content import format_time
 from stages.report.evaluation_render import evaluation_markdown
 from stages.report.markdown_text import md_code, md_text
 from stages.report.mixture import mixture_markdown
+from stages.report.samples import samples_markdown
 from stages.report.scores import BASELINE_LEGEND, context_cells
 
 
@@ -54,6 +55,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             out.append(f"| {p['step']} | {p['loss']:.4f} | {val} |")
     else:
         out.append("No training metrics found.")
+    out += samples_markdown(report)
     out += mixture_markdown(report)
     out += _stats(report.get("stats", {})) + _lineage(report.get("lineage"))
     return "\n".join(out) + "\n"

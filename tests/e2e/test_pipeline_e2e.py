@@ -16,6 +16,7 @@ import json
 import shutil
 import signal
 import time
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,32 @@ def test_all_six_stages_finish_with_real_outputs(finished_run):
     assert "| pretrain | done |" in report_md and "| sst2 | accuracy |" in report_md
     report = json.loads((report_dir / "metrics.json").read_text())
     assert report["finetune"]["sst2/accuracy"] == accuracy
+    _assert_samples_kept_and_reported(workdir, pretrain_dir, report_dir)
+
+
+def _assert_samples_kept_and_reported(workdir: Path, pretrain_dir: Path, report_dir: Path) -> None:
+    """pretrain.samples of configs/gpt-tiny.yaml: its two prompts at steps 20 (eval_every)
+    and 40 (the end), inventoried by the manifest, timed, shown in the report, and written
+    again by `pretrain generate` with the same settings."""
+    prompts = ["It was a dark and stormy night", "The old man"]
+    lines = [json.loads(line) for line in (pretrain_dir / "samples.jsonl").read_text().splitlines()]
+    assert [(line["step"], line["prompt"]) for line in lines] == [(step, p) for step in (20, 40) for p in prompts]
+    assert all(line["text"] and line["settings"]["max_new_tokens"] == 24 for line in lines)
+    assert lines[-1]["tokens_seen"] == 2 * lines[0]["tokens_seen"] == 40 * 2 * 8 * 64  # steps x workers x batch x seq
+    pretrain = manifest(workdir, "pretrain")
+    assert "samples.jsonl" in {entry["path"] for entry in pretrain["files"]}
+    assert pretrain["metrics"]["sampling_seconds"] > 0
+    assert pretrain["metrics"]["sampling_share"] == pytest.approx(
+        pretrain["metrics"]["sampling_seconds"] / pretrain["metrics"]["wall_seconds"])
+    html = (report_dir / "report.html").read_text()
+    assert "<h2>Samples</h2>" in html and "Step 20 (20,480 tokens)" in html and "Step 40 (40,960 tokens)" in html
+    assert escape(lines[-1]["text"]) in html
+    assert "## Samples" in (report_dir / "report.md").read_text()
+    # The exported model, with the samples' seed and settings, writes the last sample again.
+    generated = pretrain_cli("generate", str(workdir), "--prompt", prompts[1], "--seed", "1234", "--temperature",
+                             "0.8", "--top-k", "50", "--max-new-tokens", "24", "--device", "cpu", "--json")
+    assert generated.returncode == 0, generated.stderr
+    assert json.loads(generated.stdout.splitlines()[0])["text"] == lines[-1]["text"]
 
 
 def test_status_shows_one_row_per_stage(finished_run):

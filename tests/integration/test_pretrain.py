@@ -1,5 +1,6 @@
 """The pretrain stage end to end on real Ray Train + DeepSpeed (2 workers, ZeRO-2, CPU):
-metrics, checkpoints, exported model; and resume after the driver is SIGKILLed.
+metrics, checkpoints, exported model, samples (pretrain.samples); and resume after the
+driver is SIGKILLed.
 
 The dataset is written here in the dataset stage's format (index.json + Arrow IPC
 shards) with a pattern a tiny model learns in a few dozen steps: each row counts up
@@ -27,6 +28,8 @@ from stages.data.loader import PackedSequenceLoader
 from stages.models import load_pretrained
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.run import run
+from stages.pretrain.sample_plan import plan_samples
+from stages.pretrain.samples import SAMPLES_FILE, Sampler
 from stages.pretrain.snapshots import read_snapshot_index, snapshot_path
 from tests.counting_dataset import SEQ_LEN, VOCAB_SIZE, write_counting_dataset
 
@@ -42,8 +45,12 @@ CONFIG = dict(
     # Step 12 falls between the killed run's checkpoint (10) and its kill (13): the resumed
     # run must keep that snapshot rather than write it again.
     snapshot_every=4,
+    # Samples at every snapshot and the end (30); the resumed run must write the killed
+    # one's step 12 again, once, with the same text.
+    samples={"prompts": ["3 4 5", "60 62 64"], "every": 4, "max_new_tokens": 8},
 )
 SNAPSHOT_STEPS = list(range(4, MAX_STEPS + 1, 4))
+SAMPLE_STEPS = [*SNAPSHOT_STEPS, MAX_STEPS]
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +58,24 @@ def stage_inputs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("pretrain-inputs")
     tokenizer_dir = root / "tokenizer"
     tokenizer_dir.mkdir()
-    (tokenizer_dir / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "BPE"}}')
+    counting_tokenizer().save(str(tokenizer_dir / "tokenizer.json"))
     return {"dataset": write_counting_dataset(root / "dataset"), "tokenizer": tokenizer_dir}
+
+
+def counting_tokenizer():
+    """One word per token id of the counting dataset ("0" to "127"): the samples' prompts
+    and text are numbers."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.WordLevel({str(i): i for i in range(VOCAB_SIZE)}, unk_token="0"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return tokenizer
+
+
+def sample_lines(output_dir: Path) -> list[dict]:
+    """samples.jsonl without the wall-clock time of each line."""
+    lines = [json.loads(line) for line in (output_dir / SAMPLES_FILE).read_text().splitlines()]
+    return [{k: v for k, v in line.items() if k != "time"} for line in lines]
 
 
 def make_context(output_dir: Path, stage_inputs: dict[str, Path]) -> StageContext:
@@ -111,6 +134,23 @@ def test_pretrain_trains_logs_checkpoints_and_exports(uninterrupted, stage_input
         folder = snapshot_path(output_dir, step)
         assert sorted(p.name for p in folder.iterdir()) == ["model.safetensors", "model_config.json", "tokenizer.json"]
     assert load_pretrained(snapshot_path(output_dir, 4)).num_parameters() == metrics["num_parameters"]
+
+    # Samples of both prompts at each sampled step; the live model's are what the step's
+    # snapshot, loaded here, draws with the same generators.
+    lines = sample_lines(output_dir)
+    assert [(line["step"], line["prompt"]) for line in lines] == [
+        (step, prompt) for step in SAMPLE_STEPS for prompt in CONFIG["samples"]["prompts"]]
+    assert lines[0]["tokens_seen"] == read_snapshot_index(output_dir)[0]["tokens"]
+    assert all(line["text"] for line in lines) and metrics["sampling_seconds"] > 0
+    cfg = PretrainConfig(**CONFIG)
+    plan = plan_samples(cfg, stage_inputs["tokenizer"] / "tokenizer.json", stage_inputs["dataset"],
+                        json.loads((stage_inputs["dataset"] / "index.json").read_text()), seed=0)
+    sampler = Sampler(plan, cfg.samples, stage_inputs["tokenizer"] / "tokenizer.json", torch.device("cpu"),
+                      output_dir / "unused.jsonl")
+    for step in (8, 24):
+        offline = sampler.draw(load_pretrained(snapshot_path(output_dir, step)).eval(), step,
+                               lines[0]["tokens_seen"] * step // 4)
+        assert offline == [line for line in lines if line["step"] == step], step
 
     # Checkpoints: the last two are kept, each with both workers' ZeRO shards and state.
     run_dir = output_dir / "ray" / "pretrain"
@@ -199,6 +239,7 @@ def test_resume_after_driver_sigkill_matches_the_uninterrupted_run(uninterrupted
     kept_snapshot = snapshot_path(output_dir, 12) / "model.safetensors"
     kept_written_at = kept_snapshot.stat().st_mtime_ns
     first_attempt = {r["step"]: r["loss"] for r in logged_losses(output_dir)}
+    assert [line["step"] for line in sample_lines(output_dir)] == [4, 4, 8, 8, 12, 12]  # 12: past the checkpoint
 
     metrics = run(make_context(output_dir, stage_inputs))
     print(f"interrupted run: {killed_at - started:.1f}s until killed, resumed run {time.time() - killed_at:.1f}s")
@@ -225,6 +266,8 @@ def test_resume_after_driver_sigkill_matches_the_uninterrupted_run(uninterrupted
         assert (snapshot_path(output_dir, step) / weights).read_bytes() == \
             (snapshot_path(baseline_dir, step) / weights).read_bytes(), step
     assert load_pretrained(output_dir / "model").num_parameters() == baseline_metrics["num_parameters"]
+    # Samples: the killed attempt's step 12 dropped and drawn again, once; the same text.
+    assert sample_lines(output_dir) == sample_lines(baseline_dir)
 
 
 def test_a_dataset_for_another_objective_is_refused_with_the_fix(tmp_path, stage_inputs):

@@ -8,7 +8,8 @@ validation rows exactly as the last evaluation did, and hf/ that transformers lo
 with the same logits. The nsp run also tracks to wandb offline. The mlm-only (ZeRO-2) and
 span (ZeRO-3) runs also score LAMBADA in the loop (pretrain.eval_tasks) and write snapshots
 (pretrain.snapshot_every), which the evaluate stage's score_snapshots scores to the same
-numbers.
+numbers, and write samples (pretrain.samples: BERT fills in masks, T5 decodes a prompt
+and validation sources), which each snapshot draws again to the same text.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from stages.pretrain.config import PretrainConfig
 from stages.pretrain.metrics import PartTotals, part_metrics
 from stages.pretrain.objectives import build_objective
 from stages.pretrain.run import run
+from stages.pretrain.sample_plan import plan_samples
+from stages.pretrain.samples import SAMPLES_FILE, Sampler
 from stages.ray_tasks import run_in_process
 from tests.unit.test_dataset_objectives import build, make_corpus, make_tokenizer
 from tests.wandb_offline import offline_log
@@ -57,12 +60,14 @@ RUNS = {
     # ALBERT's recipe (sentence order), exported as AlbertForPreTraining.
     "albert-mlm-sop": ("wordpiece", {"objective": "mlm", "mlm": {"sentence_task": "sop", "masking": "static"}},
                        {"model": ALBERT, "label_smoothing": 0.1}, ("mlm", "sop")),
-    "mlm-only": ("wordpiece", {"objective": "mlm", "mlm": {"sentence_task": "none"}}, {"model": BERT, **IN_LOOP},
+    "mlm-only": ("wordpiece", {"objective": "mlm", "mlm": {"sentence_task": "none"}},
+                 {"model": BERT, **IN_LOOP, "samples": {"prompts": ["The river [MASK] the [MASK] garden."]}},
                  ("mlm",)),
     # ZeRO-3 (parameters sharded; the tied T5 head gathered for export), and the whole
     # validation split, whose last global batch leaves a rank fewer rows or none.
     "span": ("unigram", {"objective": "span"},
-             {"model": T5_MODEL, "zero_stage": 3, "eval_batches": 100, **IN_LOOP}, ("span",)),
+             {"model": T5_MODEL, "zero_stage": 3, "eval_batches": 100, **IN_LOOP,
+              "samples": {"prompts": ["The quiet <extra_id_0> of the river."], "num_dev_sources": 2}}, ("span",)),
 }
 STEP_KEYS = {"loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "mfu", "data_wait_s", "data_wait_share"}
 
@@ -168,6 +173,9 @@ def test_each_objective_trains_logs_its_metrics_and_exports(ray_session, corpus,
 
     if "eval_tasks" in pretrain_options:
         check_in_loop_tasks_and_snapshots(output_dir, evaluations, metrics, data_dir)
+    if "samples" in pretrain_options:
+        check_samples(output_dir, PretrainConfig(**{**TRAINING, **pretrain_options}), corpus[RUNS[name][0]],
+                      dataset_dir)
 
     if name == "mlm-nsp":
         expected = [b"mlm_accuracy", b"nsp_loss", b"val_nsp_accuracy", b"mfu", b"data_wait_share", b"samples_per_s"]
@@ -201,3 +209,28 @@ def check_in_loop_tasks_and_snapshots(output_dir: Path, evaluations: list[dict],
     assert scored.keys() == logged.keys()
     for key, value in logged.items():
         assert scored[key] == pytest.approx(value, rel=1e-4), key
+
+
+def check_samples(output_dir: Path, cfg: PretrainConfig, tokenizer_dir: Path, dataset_dir: Path):
+    """pretrain.samples at each snapshot step (every eval_every by default), drawn from the
+    live model (BERT: by rank 0 under ZeRO-2; T5: by every rank under ZeRO-3, its
+    parameters sharded), as the snapshot of that step, loaded here, draws them."""
+    lines = [json.loads(line) for line in (output_dir / SAMPLES_FILE).read_text().splitlines()]
+    plan = plan_samples(cfg, tokenizer_dir / "tokenizer.json", dataset_dir,
+                        json.loads((dataset_dir / "index.json").read_text()), seed=0)
+    num_inputs = len(cfg.samples.prompts) + cfg.samples.num_dev_sources
+    assert len(plan.inputs) == num_inputs
+    assert [line["step"] for line in lines] == [EVAL_EVERY] * num_inputs + [MAX_STEPS] * num_inputs
+    sampler = Sampler(plan, cfg.samples, tokenizer_dir / "tokenizer.json", torch.device("cpu"),
+                      output_dir / "unused.jsonl")
+    index = json.loads((output_dir / "snapshots" / "index.json").read_text())
+    for entry in index:
+        logged = [{k: v for k, v in line.items() if k != "time"} for line in lines if line["step"] == entry["step"]]
+        model = load_pretrained(output_dir / entry["path"]).eval()
+        assert sampler.draw(model, entry["step"], entry["tokens"]) == logged, entry["step"]
+    if cfg.model.family == "t5":  # the validation sources, shown with their targets
+        validation = [line for line in lines if line["origin"] == "validation"]
+        assert len(validation) == 2 * 2 and all("<extra_id_0>" in line["prompt"] and line["reference"]
+                                                for line in validation)
+    else:  # each [MASK] filled, its 5 likeliest tokens listed
+        assert all(len(line["candidates"]) == 2 and len(line["candidates"][0]) == 5 for line in lines)
