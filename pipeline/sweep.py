@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from pipeline.config import ConfigError, ExperimentConfig, load_config, parse_override
 from pipeline.object_store import join
@@ -83,6 +82,24 @@ class Sweep:
     def location(self, name: str) -> str:
         """Where `name` (a point's workdir, or the store) lives: under the URL or the folder."""
         return join(self.root_url, name) if self.root_url else str(self.root / name)
+
+    def publish(self, *names: str) -> None:
+        """Copy the sweep's own files `names` (relative to its root) from this machine's
+        mirror to the same names under an object-store root. A folder root needs nothing."""
+        if not self.root_url:
+            return
+        from pipeline.object_store import put_files
+
+        put_files(self.root_url, self.root, names)
+
+    def fetch_published(self, *names: str) -> None:
+        """The reverse of `publish` for the files this machine's mirror lacks (a sweep
+        resumed on another machine keeps its points' states and appends to their logs)."""
+        if not self.root_url:
+            return
+        from pipeline.object_store import get_missing_files
+
+        get_missing_files(self.root_url, self.root, names)
 
 
 def expand_sweep(config_path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Sweep:

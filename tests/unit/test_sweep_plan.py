@@ -246,6 +246,7 @@ def test_a_run_without_a_store_records_none(engine_config, tmp_path):
 # --- run_sweep without Ray -------------------------------------------------------------
 
 def test_run_sweep_of_finished_points_skips_them_all_without_ray_or_children(engine_config, tmp_path, monkeypatch):
+    import pipeline.sweep_children as sweep_children
     import pipeline.sweep_run as sweep_run
 
     sweep = expand_sweep(engine_config(LR_AXIS))
@@ -258,7 +259,7 @@ def test_run_sweep_of_finished_points_skips_them_all_without_ray_or_children(eng
         raise AssertionError("a sweep of finished points must start neither Ray nor a child")
 
     monkeypatch.setattr(sweep_run.SweepRay, "__enter__", refuse)
-    monkeypatch.setattr(sweep_run.subprocess, "Popen", refuse)
+    monkeypatch.setattr(sweep_children.subprocess, "Popen", refuse)
     lines: list[str] = []
     assert run_sweep(sweep, echo=lines.append) == 0
     for point in sweep.points:
