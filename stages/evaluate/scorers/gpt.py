@@ -10,7 +10,8 @@ or the end-of-text token.
 
 Where the time goes and what is saved: the choices of one example read their shared
 context once (shared_prefix.py; lm-eval's "one-token continuation" cache is the case of
-one-token choices); equal rows run once; rows are sorted by length so that padding is
+one-token choices), in rows of at most max_length tokens (so memory stays bounded when
+every example has the same context); equal rows run once; rows are sorted by length so that padding is
 small, and padded on the right so that plain rows need no mask beyond the causal one;
 the vocabulary projection and log-softmax run only at the continuation's positions
 (lm-eval projects and log-softmaxes every position of every row).
@@ -60,22 +61,31 @@ class GPTScorer:
 
     def _loglikelihood(self, requests: list[LoglikelihoodRequest], pairs: list[tuple[list[int], list[int]]]
                        ) -> list[LoglikelihoodResult]:
+        rows, items = self.plan_rows(pairs)
+        logprobs, greedy = self._score(rows.rows, items)
+        return [LoglikelihoodResult(logprob, is_greedy, len(continuation),
+                                    truncated=len(context) + len(continuation) > self.max_length + 1)
+                for logprob, is_greedy, (context, continuation) in zip(logprobs, greedy, pairs, strict=True)]
+
+    def plan_rows(self, pairs: list[tuple[list[int], list[int]]]) -> tuple[RowSet, list[Item]]:
+        """The model input rows of (context ids, continuation ids) pairs, and what each pair
+        reads from them. Pairs with the same context share rows (the choices of one example;
+        with an empty or constant context, every example's), but a row never holds more than
+        max_length tokens: a task of one constant context would otherwise be one row of all
+        its choices (69,174 tokens for 1,267 examples, and a mask of its square)."""
         rows = RowSet()
-        items: list[Item] = [None] * len(requests)  # type: ignore[list-item]
+        items: list[Item] = [None] * len(pairs)  # type: ignore[list-item]
         by_context: dict[tuple[int, ...], list[int]] = {}
         for index, (context, continuation) in enumerate(pairs):
             if len(context) + len(continuation) > self.max_length + 1:  # cut from the left: a row of its own
                 items[index] = rows.causal_item((context + continuation)[-(self.max_length + 1):-1], continuation)
             else:
                 by_context.setdefault(tuple(context), []).append(index)
-        for context, members in by_context.items():  # the choices of one example share a row
-            for member, item in zip(members, rows.shared_context_items(context, [pairs[m][1] for m in members]),
-                                    strict=True):
+        for context, members in by_context.items():
+            shared = rows.shared_context_items(context, [pairs[m][1] for m in members], self.max_length)
+            for member, item in zip(members, shared, strict=True):
                 items[member] = item
-        logprobs, greedy = self._score(rows.rows, items)
-        return [LoglikelihoodResult(logprob, is_greedy, len(continuation),
-                                    truncated=len(context) + len(continuation) > self.max_length + 1)
-                for logprob, is_greedy, (context, continuation) in zip(logprobs, greedy, pairs, strict=True)]
+        return rows, items
 
     def loglikelihood_rolling(self, requests: list[RollingRequest], stride: int | None = None
                               ) -> list[RollingResult]:
@@ -201,14 +211,36 @@ class RowSet:
         row = self.add(causal_row(inputs))
         return row, list(range(len(inputs) - len(targets), len(inputs))), targets
 
-    def shared_context_items(self, context: Sequence[int], continuations: list[Sequence[int]]) -> list[Item]:
-        """Items for continuations of one context: a row with one branch per distinct
-        continuation, or a plain causal row when they are all the same."""
-        branch_of: dict[tuple[int, ...], int] = {}  # equal continuations share a branch
-        for continuation in continuations:
-            branch_of.setdefault(tuple(continuation), len(branch_of))
-        if len(branch_of) == 1:
-            return [self.causal_item([*context, *continuations[0][:-1]], continuations[0])] * len(continuations)
-        row, predictors = shared_prefix_row(context, list(branch_of))
-        row_index = self.add(row)
-        return [(row_index, predictors[branch_of[tuple(c)]], c) for c in continuations]
+    def shared_context_items(self, context: Sequence[int], continuations: list[Sequence[int]],
+                             max_tokens: int) -> list[Item]:
+        """Items for continuations of one context: rows of the context and one branch per
+        distinct continuation, as many branches as fit in max_tokens; a row of one branch
+        is a plain causal row."""
+        distinct = list(dict.fromkeys(tuple(c) for c in continuations))  # equal ones share a branch
+        item_of: dict[tuple[int, ...], Item] = {}
+        for group in pack_branches(len(context), distinct, max_tokens):
+            if len(group) == 1:
+                item_of[group[0]] = self.causal_item([*context, *group[0][:-1]], group[0])
+                continue
+            row, predictors = shared_prefix_row(context, group)
+            row_index = self.add(row)
+            for continuation, positions in zip(group, predictors, strict=True):
+                item_of[continuation] = (row_index, positions, continuation)
+        return [item_of[tuple(c)] for c in continuations]
+
+
+def pack_branches(context_length: int, continuations: list[tuple[int, ...]], max_tokens: int
+                  ) -> list[list[tuple[int, ...]]]:
+    """Consecutive groups of continuations whose row (the context, then each continuation
+    but its last token) holds at most max_tokens; a continuation too long to share a row
+    gets one of its own (the caller made sure it fits alone)."""
+    groups: list[list[tuple[int, ...]]] = []
+    size = max_tokens + 1  # no open group
+    for continuation in continuations:
+        branch = len(continuation) - 1
+        if size + branch > max_tokens:
+            groups.append([])
+            size = context_length
+        groups[-1].append(continuation)
+        size += branch
+    return groups
