@@ -24,6 +24,20 @@ from stages.staging.node_staging import NodeStaging, run_staged
 _force_in_process = False
 _staging: NodeStaging | None = None
 
+# Every Ray task the pipeline starts: Ray itself retries nothing. A task that raised is
+# an application error and would raise again; and with max_retries above 0, Ray retries a
+# task its memory monitor killed without any limit (RAY_task_oom_retries is -1 by
+# default), so an evaluation that needed 21 GB ran again and again and its stage never
+# ended. map_tasks resubmits a task whose worker or node died (an out-of-memory kill
+# included) at most SYSTEM_RETRIES times, then fails the stage saying what happened where.
+TASK_OPTIONS = {"max_retries": 0, "retry_exceptions": False}
+SYSTEM_RETRIES = 2
+
+
+class RayTaskFailed(RuntimeError):
+    """A Ray task's worker (or node) died more often than SYSTEM_RETRIES allows; the
+    message names the task and item and says what ran out."""
+
 
 def ray_is_up() -> bool:
     """Whether this process is a Ray driver with a live connection (and not told otherwise)."""
@@ -75,27 +89,75 @@ def map_tasks(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
 
     import ray
 
-    # max_retries re-runs a task whose worker died; a task that raised is not retried.
     staging = active_staging()
     if staging is None:
-        remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=2)(function)
-        refs = [remote.remote(item) for item in items]
+        remote, arguments = ray.remote(function), [(item,) for item in items]
     else:
         call = ray.put(staging.dispatch(function, list(items)))  # sent once, not per task
-        remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=2)(run_staged)
-        refs = [remote.remote(call, item) for item in items]
+        remote, arguments = ray.remote(run_staged), [(call, item) for item in items]
+    remote = remote.options(num_cpus=num_cpus, num_gpus=num_gpus, **TASK_OPTIONS)
+    name = getattr(function, "__qualname__", repr(function))
+    errors = ray.exceptions
+    retried = (errors.OutOfMemoryError, errors.WorkerCrashedError, errors.NodeDiedError, errors.ObjectLostError)
+    refs = [remote.remote(*args) for args in arguments]
+    attempts = [1] * len(refs)
+    index_of = {ref: index for index, ref in enumerate(refs)}
     pending = list(refs)
     try:
         with tqdm(total=len(refs), desc=desc, unit="task", disable=None) as progress:
             while pending:  # in completion order, to fail fast and move the progress bar
                 done, pending = ray.wait(pending, num_returns=1)
-                ray.get(done)
+                index = index_of[done[0]]
+                try:
+                    ray.get(done)
+                except ray.exceptions.RayTaskError:
+                    raise
+                except retried as failure:
+                    if attempts[index] > SYSTEM_RETRIES:
+                        raise RayTaskFailed(describe_failure(failure, name, index, len(refs), desc,
+                                                             attempts[index])) from failure
+                    attempts[index] += 1
+                    refs[index] = remote.remote(*arguments[index])
+                    index_of[refs[index]] = index
+                    pending.append(refs[index])
+                    continue
                 progress.update(len(done))
     except ray.exceptions.RayTaskError as error:
-        for ref in pending:
-            ray.cancel(ref)
+        _cancel(ray, pending)
         # The task's own exception (a user error says what, where and what to do), with
         # the remote traceback chained to it.
         raise error.cause from error
+    except BaseException:
+        _cancel(ray, pending)
+        raise
     results = ray.get(refs)
     return results if staging is None else [staging.collect(result) for result in results]
+
+
+def _cancel(ray: Any, refs: list[Any]) -> None:
+    for ref in refs:
+        ray.cancel(ref)
+
+
+def describe_failure(failure: BaseException, task: str, index: int, count: int, desc: str, attempts: int) -> str:
+    """One line: which task, what happened to it (out of memory, a dead worker or node),
+    how often, and what to try."""
+    where = f"Ray task {task} ({index + 1} of {count}, {desc.strip()})"
+    cause = f"{type(failure).__name__}: {_first_line(failure)}"
+    times = f"{attempts} time{'s' if attempts > 1 else ''}"
+    import ray
+
+    if isinstance(failure, ray.exceptions.OutOfMemoryError):
+        return (f"{where} ran out of memory: Ray's memory monitor killed its worker, {times} ({cause}). "
+                "Give each task less to hold at once (a smaller batch size, fewer examples), or run "
+                "fewer tasks per node")
+    if isinstance(failure, ray.exceptions.WorkerCrashedError):
+        return (f"{where}: its worker process died, {times} ({cause}). A worker killed by the "
+                "operating system's out-of-memory killer dies this way: look for 'Killed process' "
+                "in `dmesg` and give each task less to hold at once")
+    return f"{where} failed, {times} ({cause})"
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else "no message"

@@ -97,7 +97,7 @@ def map_in_order(function: Callable[[Any], Any], items: Sequence[Any], *, desc: 
     from ray import cloudpickle
     from ray.data import TaskPoolStrategy
 
-    from stages.ray_tasks import active_staging
+    from stages.ray_tasks import TASK_OPTIONS, active_staging
 
     # An object-store run's tasks fetch and upload their files (stages.staging).
     staging = active_staging()
@@ -112,7 +112,10 @@ def map_in_order(function: Callable[[Any], Any], items: Sequence[Any], *, desc: 
             [{"index": i, "item": cloudpickle.dumps(item)} for i, item in enumerate(items)],
             override_num_blocks=len(items),
         ).map(_apply, fn_kwargs={"function": function}, num_cpus=num_cpus,
-              compute=TaskPoolStrategy(size=concurrency))
+              compute=TaskPoolStrategy(size=concurrency),
+              # Ray Data retries a task without limit by default, and Ray an out-of-memory
+              # kill of any retried task: a failed worker fails the stage (stages.ray_tasks).
+              **TASK_OPTIONS)
         rows = iter(dataset.iter_rows())
         try:
             for row in tqdm(rows, total=len(items), desc=desc, unit="task", disable=None):
