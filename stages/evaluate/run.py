@@ -77,13 +77,15 @@ def run(ctx) -> dict[str, Any]:
     print(summary_table(reports), flush=True)
     metrics: dict[str, Any] = {"tasks": len(reports), "seconds_scoring": time.perf_counter() - started}
     if cfg.snapshots:
-        metrics["snapshots_scored"] = score_training_snapshots(ctx, specs, settings, data_dir)
+        metrics["snapshots_scored"] = score_training_snapshots(ctx, specs, settings, data_dir,
+                                                               scored_model=(model_dir, reports))
     for report in reports:
         metrics.update({f"{report.task}/{key}": value for key, value in report.metrics().items()})
     return metrics
 
 
-def score_training_snapshots(ctx, specs: dict[str, TaskSpec], settings, data_dir: Path) -> int:
+def score_training_snapshots(ctx, specs: dict[str, TaskSpec], settings, data_dir: Path,
+                             scored_model=None) -> int:
     """Score the pretrain stage's snapshots (in this process) into snapshots.json; the
     report plots them against training tokens. Returns how many snapshots were scored."""
     from stages.evaluate.snapshots import score_snapshots
@@ -93,7 +95,7 @@ def score_training_snapshots(ctx, specs: dict[str, TaskSpec], settings, data_dir
                            [(specs[s.task], s.shots) for s in settings], data_dir, seed=cfg.seed,
                            max_examples=cfg.max_examples, batch_size=cfg.batch_size,
                            max_length=cfg.max_length,
-                           device="cuda" if cfg.gpus_per_worker else "cpu")
+                           device="cuda" if cfg.gpus_per_worker else "cpu", scored_model=scored_model)
     (Path(ctx.output_dir) / "snapshots.json").write_text(json.dumps(rows, indent=2, default=float) + "\n",
                                                          encoding="utf-8")
     return len({row["step"] for row in rows})

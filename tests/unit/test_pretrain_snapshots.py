@@ -156,3 +156,22 @@ def test_the_evaluate_stage_with_snapshots_true_scores_every_snapshot(pretrain_d
     assert rows == json.loads(json.dumps(expected, default=float))
     by_step = {r["step"]: r["value"] for r in rows if r["task"] == "lambada_openai" and r["metric"] == "perplexity"}
     assert by_step[10] != by_step[20]  # each snapshot's own weights
+
+
+def test_a_snapshot_with_the_scored_models_weights_reuses_its_reports(pretrain_dir, data_dir):
+    """The snapshot whose weights equal model/ (step 10 here; the final step in a real
+    run) takes the reports passed as `scored_model` instead of being scored again: given
+    the late model's reports, step 10 shows them, and step 20 is still scored."""
+    tasks = [(resolve_task_spec("copa"), 0)]
+    late_scorer = load_scorer(snapshot_path(pretrain_dir, 20), batch_size=8)
+    late_reports = [evaluate_task(spec, data_dir, late_scorer, shots=shots, seed=SEED, max_examples=MAX_EXAMPLES)
+                    for spec, shots in tasks]
+    rows = score_snapshots(pretrain_dir, tasks, data_dir, seed=SEED, max_examples=MAX_EXAMPLES, batch_size=8,
+                           max_length=None, scored_model=(pretrain_dir / "model", late_reports))
+    values = {(r["step"], r["metric"]): r["value"] for r in rows}
+    late = {metric: score.value for metric, score in late_reports[0].scores.items()}
+    assert {metric: values[(10, metric)] for metric in late} == late
+    assert {metric: values[(20, metric)] for metric in late} == late  # scored: the same weights as late
+    honest = score_snapshots(pretrain_dir, tasks, data_dir, seed=SEED, max_examples=MAX_EXAMPLES, batch_size=8,
+                             max_length=None)
+    assert [r for r in honest if r["step"] == 20] == [r for r in rows if r["step"] == 20]
