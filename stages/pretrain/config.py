@@ -480,10 +480,11 @@ class PretrainConfig(Section):
     label_smoothing: float = Field(
         0.0, ge=0, lt=1, description="label smoothing of every training cross-entropy (LM "
         "tokens and NSP/SOP); validation losses and perplexity are always without it")
-    peak_tflops: float = Field(
-        1.0, gt=0, description="peak dense TFLOP/s of one worker's device, the denominator of "
-        "MFU (model FLOPs utilisation); the default suits a few CPU cores, set e.g. 989 for "
-        "an H100 SXM in bf16")
+    peak_tflops: float | None = Field(
+        None, gt=0, description="peak dense TFLOP/s of one worker's device, the denominator of "
+        "MFU (model FLOPs utilisation); unset = the GPU's known dense bf16 peak "
+        "(stages/pretrain/peak_flops.py: A100 312, H100 SXM and H200 989, L4 121, ...), and no MFU on a "
+        "CPU or an unknown GPU; an MFU above 100% warns that this is too low")
     log_every: int = Field(
         1, ge=1, description="write a metrics.jsonl record every this many steps (loss averaged "
         "over them); each record costs one tiny all-reduce")
@@ -564,6 +565,8 @@ class PretrainConfig(Section):
         dumped = handler(self)
         if not self.samples.enabled:
             dumped.pop("samples", None)
+        if dumped.get("peak_tflops") is None:  # unset: the device's own peak, or no MFU
+            dumped.pop("peak_tflops", None)
         return dumped
 
     @model_validator(mode="after")

@@ -10,7 +10,8 @@ across ranks in one all-reduce.
 Record keys: loss (sum of the parts' mean losses, each times the part's weight in the
 trained loss: what backward uses, e.g. ELECTRA's mlm + rtd_weight * rtd), <part>_loss
 (unweighted) and <part>_accuracy for each part (clm; mlm with nsp, sop, sbo; mlm and rtd;
-span), tokens_per_s, samples_per_s, mfu,
+span), tokens_per_s, samples_per_s, mfu (only where a peak is known,
+`stages.pretrain.peak_flops`; a value above 1 warns, naming where the peak came from),
 data_wait_s (seconds per step spent in next(loader)) and data_wait_share (of the step).
 Validation uses the same part statistics under a "val_" prefix (`part_metrics`).
 With dataset.mixture: loss/<source> per source that had batches in the interval (the
@@ -20,6 +21,7 @@ same sum of part losses as loss), and val_loss/<source> (`mixture_validation`).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -69,15 +71,24 @@ class Throughput:
     samples_per_step: int   # global: micro_batch_size x accumulation x world_size
     tokens_per_sample: int  # span: encoder + decoder tokens
     flops_per_sample: int   # training FLOPs of one sample (the model's estimate)
-    peak_flops: float       # peak FLOP/s of all workers together
+    peak_flops: float | None  # peak FLOP/s of all workers together; None: no MFU
+    peak_source: str = "pretrain.peak_tflops"  # named by the warning when MFU passes 100%
+    warn: bool = True       # rank 0 only: one warning, not one per worker
 
     def rates(self, steps: int, seconds: float) -> dict[str, float]:
         samples_per_s = self.samples_per_step * steps / max(seconds, 1e-9)
-        return {
-            "tokens_per_s": samples_per_s * self.tokens_per_sample,
-            "samples_per_s": samples_per_s,
-            "mfu": samples_per_s * self.flops_per_sample / self.peak_flops,
-        }
+        rates = {"tokens_per_s": samples_per_s * self.tokens_per_sample, "samples_per_s": samples_per_s}
+        if self.peak_flops:
+            rates["mfu"] = samples_per_s * self.flops_per_sample / self.peak_flops
+            if rates["mfu"] > 1 and self.warn:
+                # The text holds no number, so Python shows it once per process, not every step.
+                warnings.warn(mfu_above_peak_message(self.peak_source), RuntimeWarning, stacklevel=2)
+        return rates
+
+
+def mfu_above_peak_message(peak_source: str) -> str:
+    return (f"MFU above 100%: the peak used ({peak_source}) is below what this device does; "
+            "set pretrain.peak_tflops to the device's dense peak TFLOP/s for the training dtype")
 
 
 class PartTotals:

@@ -50,6 +50,7 @@ from stages.pretrain.metrics import (
 )
 from stages.pretrain.objectives import build_objective
 from stages.pretrain.objectives.base import NUM_PREDICTIONS
+from stages.pretrain.peak_flops import device_peak
 from stages.pretrain.samples import SAMPLES_FILE, Sampler
 from stages.pretrain.snapshots import record_snapshot, remove_partial_snapshots, snapshot_path, write_model_folder
 from stages.training.checkpoint import report_checkpoint, restore_latest
@@ -127,11 +128,15 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     if sampler is not None and is_main:
         sampler.resume(resumed_from_step)  # as metrics.jsonl: each step's samples once
 
+    peak = device_peak(cfg.peak_tflops, engine.device)  # None on a CPU without pretrain.peak_tflops: no MFU
+    if peak.note and is_main:
+        print(peak.note, file=sys.stderr, flush=True)
     throughput = Throughput(
         samples_per_step=cfg.micro_batch_size * cfg.gradient_accumulation_steps * world_size,
         tokens_per_sample=objective.tokens_per_sample,
         flops_per_sample=flops_per_sample,
-        peak_flops=cfg.peak_tflops * 1e12 * world_size,
+        peak_flops=peak.tflops * 1e12 * world_size if peak.tflops else None,
+        peak_source=peak.source, warn=is_main,
     )
     tokens_per_step = throughput.samples_per_step * throughput.tokens_per_sample
     # Counted, not step x tokens_per_step: a run may resume on another number of workers.
