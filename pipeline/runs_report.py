@@ -51,12 +51,12 @@ def render_runs(root: str | Path, *, poll_seconds: float | None = None,
 
 
 def runs_table(root: str | Path, *, scaling: Callable[[list[RunSource]], tuple[str, str]] = scaling_parts,
-               run_dirs: list[str] | None = None) -> tuple[dict[str, Any], str]:
+               run_dirs: list[str] | None = None, **options: Any) -> tuple[dict[str, Any], str]:
     """(the table with its "scaling_html", the scaling section as Markdown); `scaling`
-    draws that section (the dashboard passes a ScalingCache)."""
+    draws that section (the dashboard passes a ScalingCache); `options` go to build_run_table."""
     local_root = None if "://" in str(root) else Path(root)  # an object-store sweep: its URL
     sources, locked, problems = load_runs(local_root, run_dirs)
-    table = build_run_table(sources, root=local_root, locked=locked, problems=problems)
+    table = build_run_table(sources, root=local_root, locked=locked, problems=problems, **options)
     if local_root is None:
         table["root"] = str(root)
     _show_urls(table, run_dirs or [])

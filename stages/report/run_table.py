@@ -14,19 +14,18 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any, Callable, Collection
 
 from stages.report.comparison import IGNORED_CONFIG_KEYS, config_differences, flatten, metric_rows, run_labels
 from stages.report.content import build_report
-from stages.report.curves import finetune_series, pretrain_series
 from stages.report.evaluation import verdict_label
+from stages.report.run_series import read_run_series, samples_per_step
+from stages.report.run_sweep import swept_keys
 from stages.report.sources import RUN_INDEX, RunSource
 
 # A run with no stage lock held is still "running" if it wrote something this recently:
 # the driver is between two stages, or the lock is on a file system we cannot probe.
 ACTIVE_WINDOW_S = 120.0
-CURVE_POINTS = 400  # per line: enough for a 600-pixel plot, small enough to poll
-PRETRAIN_CURVES = (("loss", "Pretraining: training loss"), ("val_loss", "Pretraining: validation loss"))
 FIXED_COLUMNS = (
     {"key": "run", "name": "run", "title": "run", "group": "run", "numeric": False},
     {"key": "directory", "name": "directory", "title": "directory", "group": "run", "numeric": False},
@@ -37,7 +36,9 @@ FIXED_COLUMNS = (
 
 
 def build_run_table(sources: list[RunSource], *, root: Path | None = None, locked: Collection[Path] = (),
-                    problems: list[dict[str, str]] | None = None, now: float | None = None) -> dict[str, Any]:
+                    problems: list[dict[str, str]] | None = None, now: float | None = None,
+                    report_of: Callable[[RunSource], dict] = build_report, with_series: bool = True
+                    ) -> dict[str, Any]:
     """{"generated", "root", "columns", "rows", "problems", "ignored_config_keys"}.
 
     columns: [{key, name (what a filter's `name=value` matches: state, pretrain.lr,
@@ -45,12 +46,15 @@ def build_run_table(sources: list[RunSource], *, root: Path | None = None, locke
     pretrain | finetune | evaluate), numeric, lower_is_better, baseline (the one all runs
     share, else None)}]; rows: [{run_dir,
     values: {column key: value}, contexts: {column key: {baseline, verdict, label}},
-    stages: {stage: state}, error, config: {dotted key: value}, curves: {panel: [[step,
-    value]]}}]. `locked`: run directories with a stage lock held now (running for sure);
-    `problems`: runs that could not be read ({run_dir, error}), shown above the table."""
+    stages: {stage: state}, error, config: {dotted key: value}, series: every logged
+    metric (`stages.report.run_series`; None when not `with_series`: the dashboard sends
+    them incrementally)}]; swept_keys: the config keys a sweep's points override.
+    `locked`: run directories with a stage lock held now (running for sure); `problems`:
+    runs that could not be read ({run_dir, error}), shown above the table; `report_of`:
+    the per-run report the scores come from (the dashboard passes a cached one)."""
     now = time.time() if now is None else now
     problems = list(problems or [])
-    sources, reports = _reports(sources, problems)
+    sources, reports = _reports(sources, problems, report_of)
     labels = run_labels(sources)
     differences = config_differences([s.config for s in sources]) if len(sources) > 1 else []
     metrics = metric_rows(labels, sources, reports) if sources else []
@@ -75,9 +79,11 @@ def build_run_table(sources: list[RunSource], *, root: Path | None = None, locke
         rows.append({"run_dir": str(source.run_dir or ""), "experiment": source.name, "values": values,
                      "contexts": contexts, "stages": {s.stage: s.state for s in source.stages},
                      "error": f"{failed.stage}: {failed.error or 'failed'}" if failed else None,
-                     "config": _jsonable(flatten(source.config)), "curves": run_curves(source)})
+                     "config": _jsonable(flatten(source.config)),
+                     "series": run_series(source) if with_series else None})
     return {"generated": now, "root": str(root or ""), "columns": columns, "rows": rows,
-            "problems": problems, "ignored_config_keys": list(IGNORED_CONFIG_KEYS)}
+            "problems": problems, "ignored_config_keys": list(IGNORED_CONFIG_KEYS),
+            "swept_keys": swept_keys(sources)}
 
 
 def run_state(source: RunSource, now: float, *, locked: bool = False) -> str:
@@ -124,36 +130,28 @@ def read_sweep_name(run_dir: Path | None) -> str | None:
     return str(sweep) if sweep else None
 
 
-def run_curves(source: RunSource) -> dict[str, list[list[float]]]:
-    """Panel title -> [[step, value]] of this run: training and validation loss, and the
-    training loss of each fine-tuning task; at most CURVE_POINTS points a line."""
-    curves: dict[str, list[list[float]]] = {}
+def run_series(source: RunSource) -> dict[str, Any]:
+    """Every metric the run logged (pretrain and finetune metrics.jsonl), thinned."""
+    pretrain, finetune = source.stage("pretrain"), source.stage("finetune")
+    return read_run_series(pretrain.directory if pretrain else None, finetune.directory if finetune else None,
+                           samples_per_step(pretrain_config(source)))
+
+
+def pretrain_config(source: RunSource) -> dict[str, Any]:
+    """The pretrain config the stage ran with (its manifest's), else the run's config's."""
     pretrain = source.stage("pretrain")
-    series = pretrain_series(pretrain.directory if pretrain else None)
-    for key, title in PRETRAIN_CURVES:
-        if series.get(key):
-            curves[title] = thin(series[key], CURVE_POINTS)
-    finetune = source.stage("finetune")
-    for task, task_series in finetune_series(finetune.directory if finetune else None).items():
-        if task_series.get("loss"):
-            curves[f"Fine-tuning loss: {task}"] = thin(task_series["loss"], CURVE_POINTS)
-    return curves
+    section = ((pretrain.manifest or {}) if pretrain else {}).get("config")
+    if not isinstance(section, dict) or not section:
+        section = source.config.get("pretrain")
+    return section if isinstance(section, dict) else {}
 
 
-def thin(points: list[tuple[int, float]], limit: int) -> list[list[float]]:
-    """Every k-th point so at most `limit` remain, always keeping the last one."""
-    stride = max(1, -(-len(points) // limit))
-    picked = points[::stride]
-    if (len(points) - 1) % stride:
-        picked.append(points[-1])
-    return [[step, value] for step, value in picked]
-
-
-def _reports(sources: list[RunSource], problems: list[dict]) -> tuple[list[RunSource], list[dict]]:
+def _reports(sources: list[RunSource], problems: list[dict], report_of: Callable[[RunSource], dict]
+             ) -> tuple[list[RunSource], list[dict]]:
     kept, reports = [], []
     for source in sources:
         try:
-            reports.append(build_report(source))
+            reports.append(report_of(source))
         except Exception as error:  # noqa: BLE001 - one unreadable run must not hide the others
             problems.append({"run_dir": str(source.run_dir or source.name),
                              "error": f"{type(error).__name__}: {error}"})

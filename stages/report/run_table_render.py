@@ -56,13 +56,27 @@ def run_table_html(table: dict[str, Any], *, poll_seconds: float | None = None) 
   <button id="select-shown" type="button">select shown</button>
   <button id="select-none" type="button">clear selection</button>
 </div>
+<p id="filter-problem" role="status"></p>
+<details class="picker"><summary>Columns</summary><div id="column-picker"></div></details>
 <div class="table-wrap"><table id="runs" class="runs"><thead></thead><tbody></tbody></table></div>
 <p class="muted">Click a header to sort (again: descending); tick runs to overlay their curves and
 compare their configs. A score marked &asymp; chance or worse than baseline is no better than
-ignoring the input; hover a score for its baseline.</p>
+ignoring the input; hover a score for its baseline. Columns, panels, axes, selection, filter and
+sort are kept in the page's address: a link or a reload shows the same view.</p>
 <details class="muted"><summary>Baselines</summary><p>{escape(BASELINE_LEGEND)}.</p><p>{escape(EVALUATION_LEGEND)}.</p></details>
 <h2>Curves of the selected runs</h2>
+<div class="controls">
+  <label>x-axis <select id="x-axis"><option value="step">step</option><option value="tokens">tokens</option>
+  <option value="time">wall time</option></select></label>
+  <label><input id="log-y" type="checkbox"> log y</label>
+  <label>smoothing <input id="smooth" type="range" min="0" max="0.99" step="0.01" value="0"></label>
+  <span id="smooth-value" class="muted">0.00</span>
+  <span class="muted">drag to zoom, double-click to reset; hover for values</span>
+</div>
+<details class="picker" open><summary>Panels: every metric the selected runs log</summary><div id="panel-picker"></div></details>
 <div id="curves" class="plots"></div>
+<h2>Final metric against a config key</h2>
+<div id="scatter"></div>
 <h2>Config differences among the selected runs</h2>
 <div id="config-diff"></div>
 <div id="scaling">{table.get("scaling_html", "")}</div>

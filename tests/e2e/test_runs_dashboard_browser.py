@@ -15,21 +15,26 @@ import json
 import re
 import subprocess
 import threading
+from urllib.parse import parse_qs
 
+import pytest
 
 from pipeline.dashboard import Dashboard, make_server
 from pipeline.runs_report import write_runs_report
+from pipeline.stage_lock import StageLock
 from tests.e2e.test_report_browser import chromium, console_messages
 from tests.synthetic_run import write_run, write_sweep_point
 
 PROBE = """<script>
 window.addEventListener("load", async () => {
   const sleep = ms => new Promise(done => setTimeout(done, ms));
+  const until = async test => { for (let i = 0; i < 50 && !test(); i += 1) await sleep(200); };
+  const page = window.runsPage;
   const rows = () => [...document.querySelectorAll("#runs tbody tr")];
   const labels = () => rows().map(row => row.querySelector('td[data-key="run"]').textContent);
+  const headers = () => [...document.querySelectorAll("#runs th[data-key]")].map(th => th.dataset.key);
   const header = () => document.querySelector('#runs th[data-key="metric:pretrain/final_loss"]');
-  const paths = () => Object.fromEntries([...document.querySelectorAll("#curves figure")].map(
-    figure => [figure.dataset.panel, figure.querySelectorAll("path.line").length]));
+  const lines = () => Object.fromEntries([...page.charts].map(([name, chart]) => [name, chart.plot.series.length - 1]));
   const tick = name => rows().find(row => row.querySelector('td[data-key="run"]').textContent === name)
     .querySelector("input[type=checkbox]").click();
   const filter = text => {
@@ -38,24 +43,41 @@ window.addEventListener("load", async () => {
     box.dispatchEvent(new Event("input"));
     return labels();
   };
-  const seen = {rows: labels()};
+  const seen = {rows: labels(), headers: headers(), selected_at_first: page.selected.size};
   header().click();
   seen.ascending = labels();
   header().click();
   seen.descending = labels();
+  document.getElementById("select-none").click();
   tick("a");
   tick("b");
-  seen.paths = paths();
+  await until(() => lines().loss === 2 && lines().val_loss === 2);
+  seen.lines = lines();
+  seen.panel_choices = [...document.querySelectorAll("#panel-picker input")].map(box => box.dataset.metric);
   seen.config_diff = [...document.querySelectorAll("#config-diff tbody tr")].map(
     row => [...row.cells].map(cell => cell.textContent));
+  // A series of one point (the live run validated once) shows as a marker.
+  document.getElementById("select-none").click();
+  tick("live");
+  await until(() => lines().val_loss === 1);
+  const plot = page.charts.get("val_loss").plot;
+  const x = plot.valToPos(plot.data[0][0], "x", true), y = plot.valToPos(plot.data[1][0], "y", true);
+  seen.one_point = {points: plot.data[0].length,
+                    pixel: [...plot.ctx.getImageData(Math.round(x), Math.round(y), 1, 1).data]};
   seen.filter_state = filter("state=running");
+  seen.filter_done = filter("state=done");
   seen.filter_text = filter("lr-sweep/");
   seen.filter_number = filter("pretrain.lr>0.0015");
+  seen.unknown_key = {rows: filter("lr=0.001"), problem: document.getElementById("filter-problem").textContent};
   filter("");
-  for (let i = 0; i < 50 && rows().length < 5; i += 1) await sleep(200);
+  seen.problem_after = document.getElementById("filter-problem").textContent;
+  document.querySelector('#column-picker input[data-key="state"]').click();
+  seen.headers_picked = headers();
+  seen.hash = location.hash;
+  await until(() => rows().length >= 5);
   seen.after_poll = labels();
   seen.sorted_after_poll = header().classList.contains("desc");
-  seen.paths_after_poll = paths();
+  seen.lines_after_poll = lines();
   seen.status = document.getElementById("status").textContent;
   const out = document.createElement("pre");
   out.id = "probe";
@@ -78,16 +100,26 @@ class ProbedDashboard(Dashboard):
         page, markdown = super().render()
         return page.replace("</body>", PROBE + "</body>"), markdown
 
-    def runs_json(self):
-        body = super().runs_json()
+    def poll(self, request):
+        body = super().poll(request)
         self.polls += 1
         if self.polls == 1:
             self.new_run()
         return body
 
 
-def root_of_runs(root):
-    """Different configs and losses, one failed, one still pretraining (no manifest)."""
+@pytest.fixture
+def locks():
+    """Stage locks the test holds, as a live driver would; released after it."""
+    held = []
+    yield held
+    for lock in held:
+        lock.release()
+
+
+def root_of_runs(root, locks=None):
+    """Different configs and losses, one failed, one still pretraining (no manifest; a
+    driver, this test, holds its stage lock when `locks` collects it)."""
     sweep = root / "lr-sweep"
     write_sweep_point(sweep, "lr-1e-3", sweep="lr-sweep", name="a", pretrain_metrics={"final_loss": 6.5})
     write_sweep_point(sweep, "lr-2e-3", sweep="lr-sweep", name="b", lr=0.002, pretrain_metrics={"final_loss": 6.1})
@@ -95,6 +127,12 @@ def root_of_runs(root):
     live = write_run(root / "live", name="live", lr=0.003, stop_before="finetune")
     (manifest,) = live.glob("pretrain/*/manifest.json")
     manifest.unlink()
+    metrics = manifest.parent / "metrics.jsonl"  # 25 steps so far: validated once, at step 20
+    metrics.write_text("".join(metrics.read_text().splitlines(keepends=True)[:25]))
+    if locks is not None:
+        lock = StageLock(manifest.parent.parent / f".{manifest.parent.name}.lock", what="pretrain")
+        lock.acquire()
+        locks.append(lock)
     return root
 
 
@@ -102,37 +140,91 @@ def dump_dom(url: str, profile, budget_ms: int) -> subprocess.CompletedProcess:
     return chromium(url, profile, "--dump-dom", budget_ms=budget_ms)
 
 
-def test_the_served_page_sorts_filters_overlays_and_updates_live(tmp_path):
-    root = root_of_runs(tmp_path / "runs")
+def probe_page(url: str, profile, budget_ms: int) -> dict:
+    result = dump_dom(url, profile, budget_ms)
+    found = re.search(r'<pre id="probe">([^<]*)</pre>', result.stdout)
+    assert found, f"the probe did not finish:\n{result.stderr[-3000:]}"
+    assert console_messages(result.stderr) == []
+    return json.loads(html.unescape(found.group(1)))
+
+
+def test_the_served_page_sorts_filters_draws_curves_and_updates_live(tmp_path, locks):
+    root = root_of_runs(tmp_path / "runs", locks)
     dashboard = ProbedDashboard([root], poll_seconds=1,
                                 new_run=lambda: write_run(root / "d", name="d", lr=0.005,
                                                           pretrain_metrics={"final_loss": 6.3}))
     server = make_server(dashboard, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    # The columns come from the address: a link shows the columns it names.
+    columns = "run,state,metric:pretrain/final_loss,config:pretrain.lr"
     try:
         # Virtual time: each 1 s poll waits for the real server, the rest passes at once.
-        result = dump_dom(f"http://127.0.0.1:{server.server_address[1]}/", tmp_path / "profile", 15_000)
+        seen = probe_page(f"http://127.0.0.1:{server.server_address[1]}/#cols={columns}", tmp_path / "profile", 20_000)
     finally:
         server.shutdown()
         server.server_close()
-    found = re.search(r'<pre id="probe">([^<]*)</pre>', result.stdout)
-    assert found, f"the probe did not finish:\n{result.stderr[-3000:]}"
-    seen = json.loads(html.unescape(found.group(1)))
-    assert console_messages(result.stderr) == []
 
+    assert seen["headers"] == columns.split(",")
     assert seen["rows"] == ["c", "live", "a", "b"]  # by directory: c, live, lr-sweep/...
+    assert seen["selected_at_first"] == 4  # no selection in the address: the first runs shown
     assert seen["ascending"] == ["b", "a", "c", "live"]   # 6.1, 6.5, 6.9, still running: last
     assert seen["descending"] == ["c", "a", "b", "live"]  # missing values stay last
-    assert seen["paths"] == {"Pretraining: training loss": 2, "Pretraining: validation loss": 2,
-                             "Fine-tuning loss: mrpc": 2, "Fine-tuning loss: sst2": 2}
+    assert seen["lines"] == {"loss": 2, "val_loss": 2, "finetune/mrpc/loss": 2, "finetune/sst2/loss": 2}
+    assert {"lr", "tokens_per_s", "finetune/sst2/lr"} <= set(seen["panel_choices"])  # every logged metric
     assert seen["config_diff"] == [["pretrain.lr", "0.001", "0.002"]]
-    assert seen["filter_state"] == ["live"]
+    assert seen["one_point"]["points"] == 1
+    assert seen["one_point"]["pixel"] == [31, 119, 180, 255]  # the marker, in the run's colour
+    # d (finished, lr 0.005) may have come in a poll by then: leave it out.
+    def without_d(labels):
+        return [label for label in labels if label != "d"]
+
+    assert without_d(seen["filter_state"]) == ["live"]
+    assert without_d(seen["filter_done"]) == ["c", "a", "b"]
     assert seen["filter_text"] == ["a", "b"]
-    assert seen["filter_number"] == ["c", "b", "live"]  # lr 0.004, 0.002, 0.003; sorted as before
+    assert without_d(seen["filter_number"]) == ["c", "b", "live"]  # lr 0.004, 0.002, 0.003; sorted as before
+    assert seen["unknown_key"] == {"rows": [], "problem": "no key lr; did you mean pretrain.lr?"}
+    assert seen["problem_after"] == ""
+    assert seen["headers_picked"] == ["run", "metric:pretrain/final_loss", "config:pretrain.lr"]
+    assert parse_qs(seen["hash"][1:])["cols"] == ["run,metric:pretrain/final_loss,config:pretrain.lr"]
     assert seen["after_poll"] == ["c", "a", "d", "b", "live"], seen["status"]  # d: 6.3, sort kept
-    assert seen["sorted_after_poll"] and seen["paths_after_poll"] == seen["paths"]  # selection kept
+    assert seen["sorted_after_poll"] and seen["lines_after_poll"]["val_loss"] == 1  # selection kept
     assert seen["status"].startswith("live: updated"), seen["status"]
     assert dashboard.polls >= 2
+
+
+EMPTY_ROOT_PROBE = """<script>
+window.addEventListener("load", async () => {
+  const seen = {note: document.getElementById("problems").textContent};
+  for (let i = 0; i < 50 && !document.querySelector("#runs tbody tr"); i += 1) {
+    await new Promise(done => setTimeout(done, 200));
+  }
+  seen.rows = [...document.querySelectorAll('#runs tbody td[data-key="run"]')].map(td => td.textContent);
+  const out = document.createElement("pre");
+  out.id = "probe";
+  out.textContent = JSON.stringify(seen);
+  document.body.append(out);
+});
+</script>"""
+
+
+class EmptyRootDashboard(ProbedDashboard):
+    def render(self):
+        page, markdown = Dashboard.render(self)
+        return page.replace("</body>", EMPTY_ROOT_PROBE + "</body>"), markdown
+
+
+def test_the_page_opens_on_a_sweep_root_not_made_yet_and_shows_points_as_they_start(tmp_path):
+    root = tmp_path / "sweep"  # `pretrain sweep` has not made it yet
+    dashboard = EmptyRootDashboard([root], poll_seconds=1, new_run=lambda: write_sweep_point(root, "p1", name="p1"))
+    server = make_server(dashboard, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        seen = probe_page(f"http://127.0.0.1:{server.server_address[1]}/", tmp_path / "profile", 8_000)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen["note"] == f"no run under {root} yet; this page shows each one as it starts"
+    assert seen["rows"] == ["p1"]
 
 
 def test_sweep_html_from_disk_draws_its_table_without_a_server(tmp_path):
@@ -141,5 +233,8 @@ def test_sweep_html_from_disk_draws_its_table_without_a_server(tmp_path):
     result = dump_dom(html_path.as_uri(), tmp_path / "profile", 2_000)
     assert console_messages(result.stderr) == []
     assert len(re.findall(r'<tr data-run="', result.stdout)) == 2
+    # The curves come with the page: two runs selected, a uPlot chart per loss panel.
+    assert len(re.findall(r'<figure class="panel" data-panel="(?!scatter)', result.stdout)) == 4
+    assert result.stdout.count('class="uplot') == 5  # and the loss-vs-lr plot
     status = re.search(r'<p class="muted" id="status">([^<]*)</p>', result.stdout).group(1)
     assert status.startswith("written 20"), status  # a snapshot: it never polls

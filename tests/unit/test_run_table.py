@@ -14,7 +14,7 @@ import stages.report.scaling as scaling
 from pipeline.cli import main
 from pipeline.run_source import load_run_source
 from pipeline.runs_report import render_runs, write_runs_report
-from stages.report.run_table import ACTIVE_WINDOW_S, build_run_table, run_state, thin
+from stages.report.run_table import ACTIVE_WINDOW_S, build_run_table, run_state
 from stages.report.run_table_render import format_duration, run_table_html, run_table_markdown
 from tests.synthetic_run import write_run, write_sweep_point
 
@@ -92,16 +92,15 @@ def test_states_follow_the_stages_and_the_clock(tmp_path):
     assert run_state(load_run_source(write_run(tmp_path / "failed", fail="dataset")), now) == "failed"
 
 
-def test_curves_are_thinned_keeping_the_last_step(tmp_path):
-    points = [(step, 1.0 / step) for step in range(1, 1002)]
-    thinned = thin(points, 400)
-    assert len(thinned) <= 401 and thinned[0] == [1, 1.0] and thinned[-1] == [1001, 1.0 / 1001]
-    assert thin(points[:5], 400) == [list(p) for p in points[:5]]
+def test_each_row_carries_every_logged_metric_of_its_run(tmp_path):
     row = rows_by_run(build_run_table([load_run_source(write_run(tmp_path / "run", name="run"))]))["run"]
-    assert sorted(row["curves"]) == ["Fine-tuning loss: mrpc", "Fine-tuning loss: sst2",
-                                     "Pretraining: training loss", "Pretraining: validation loss"]
-    assert len(row["curves"]["Pretraining: training loss"]) == 40
-    assert row["curves"]["Pretraining: validation loss"] == [[20, pytest.approx(7.1)], [40, pytest.approx(6.1)]]
+    assert row["series"]["names"] == ["finetune/mrpc/examples_per_s", "finetune/mrpc/loss", "finetune/mrpc/lr",
+                                      "finetune/sst2/examples_per_s", "finetune/sst2/loss", "finetune/sst2/lr",
+                                      "loss", "lr", "tokens_per_s", "val_loss"]
+    assert len(row["series"]["metrics"]["loss"]["step"]) == 40
+    val = row["series"]["metrics"]["val_loss"]
+    assert val["step"] == [20, 40] and val["value"] == [pytest.approx(7.1), pytest.approx(6.1)]
+    assert build_run_table([load_run_source(tmp_path / "run")], with_series=False)["rows"][0]["series"] is None
 
 
 def test_markdown_has_one_row_per_run_and_marks_scores_at_chance(tmp_path):

@@ -26,13 +26,14 @@ def test_new_sweep_points_appear_on_the_next_request(tmp_path, serve):
     assert "| p2 | `p2` | sweep | done |" in get(url + "/sweep.md")[2]
 
 
-def test_an_error_is_shown_and_the_server_keeps_serving(tmp_path, serve):
+def test_a_root_whose_runs_are_gone_says_so_and_the_server_keeps_serving(tmp_path, serve):
     run = write_run(tmp_path / "only", name="only")
     url = serve(tmp_path)
-    shutil.rmtree(run)  # every run gone: nothing to show, say so
+    shutil.rmtree(run)  # every run gone: an empty table that says why, not an error
     status, _, body = get(url + "/runs.json")
-    assert status == 500 and "is not a run directory and holds none" in body
-    assert get(url + "/")[0] == 500
+    assert status == 200 and json.loads(body)["rows"] == []
+    assert f"no run under {tmp_path} yet" in json.loads(body)["note"]
+    assert get(url + "/")[0] == 200
     write_run(tmp_path / "again", name="again")
     assert [row["values"]["run"] for row in json.loads(get(url + "/runs.json")[2])["rows"]] == ["again"]
     assert get(url + "/report.md")[0] == 404  # a run's page, not the root's
