@@ -22,12 +22,13 @@ def version_text() -> str:
     return f"pretrain {version}" + (f" (git {commit})" if commit else "")
 
 
-def git_commit(root: Path) -> str | None:
-    """'<short sha>' or '<short sha> + uncommitted changes'; None outside a git checkout."""
+def git_commit(root: Path = SOURCE_ROOT, digits: int = 12) -> str | None:
+    """'<sha>' or '<sha> + uncommitted changes' (`digits` long; 40 = the full `git
+    rev-parse HEAD`, as a run records it in pipeline.json); None outside a git checkout."""
     if not (root / ".git").exists():
         return None
     try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", f"--short={digits}", "HEAD"],
                              capture_output=True, text=True, timeout=10)
         if sha.returncode != 0:
             return None

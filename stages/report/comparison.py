@@ -2,7 +2,12 @@
 (pretraining summary, fine-tuning scores, the GLUE average, zero/few-shot scores).
 
 The first run is the baseline; every delta is `run - baseline`. Whether a delta is
-better depends on the metric: losses go down, scores go up.
+better depends on the metric: losses go down, scores go up. A delta is coloured only
+where the two numbers measure the same thing: not across different shots or example
+counts, and a loss per token not across different tokenizers (compare their bits per
+byte instead): `caveats` says why not. Where both scores have a 95% interval, the delta
+is `significant` only when the intervals do not overlap (a conservative test: two
+intervals that overlap a little can still differ at 95%).
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from stages.section import flatten
 # Keys that always differ between runs and say nothing about the experiment.
 IGNORED_CONFIG_KEYS = ("name", "workdir", "store")
 PRETRAIN_SUMMARY = ("steps", "final_loss", "val_loss", "val_perplexity", "tokens_per_second")
+# Per token: a run with another vocabulary predicts other units, so these do not compare.
+TOKEN_LEVEL = {("pretrain", "final_loss"), ("pretrain", "val_loss"), ("pretrain", "val_perplexity"),
+               ("evaluate", "token_perplexity"), ("evaluate", "perplexity")}
 
 
 def run_labels(sources: list[RunSource]) -> list[str]:
@@ -63,16 +71,20 @@ def config_differences(configs: list[dict]) -> list[dict[str, Any]]:
 
 
 def metric_rows(labels: list[str], sources: list[RunSource], reports: list[dict]) -> list[dict]:
-    """[{group, metric, values, deltas, lower_is_better, contexts}]: pretraining summary,
-    every fine-tuning and zero/few-shot score any run has, with deltas against the first
-    run; contexts: per run, the score's {"baseline", "ci95", "verdict"} or None
-    (`stages.report.scores`, `stages.report.evaluation`)."""
+    """[{group, metric, values, deltas, lower_is_better, contexts, caveats, significant}]:
+    pretraining summary, every fine-tuning and zero/few-shot score any run has, with deltas
+    against the first run; contexts: per run, the score's {"baseline", "ci95", "verdict"}
+    or None (`stages.report.scores`, `stages.report.evaluation`); caveats: per run, why its
+    delta does not compare (None where it does); significant: per run, True or False
+    where both runs have an interval, else None."""
     rows = []
+    tokenizers = tokenizer_caveats(sources)
     for metric in PRETRAIN_SUMMARY:
         values = [_pretrain_metric(s, metric) for s in sources]
         if any(v is not None for v in values):
+            caveats = tokenizers if ("pretrain", metric) in TOKEN_LEVEL else None
             rows.append(_row("pretrain", metric, values, lower_is_better=metric != "tokens_per_second"
-                             and metric != "steps"))
+                             and metric != "steps", caveats=caveats))
     score_keys: list[str] = []
     for report in reports:
         score_keys += [k for k in report["finetune"] if k not in score_keys]
@@ -80,37 +92,91 @@ def metric_rows(labels: list[str], sources: list[RunSource], reports: list[dict]
         task, metric = key.split("/", 1)
         contexts = [r.get("finetune_context", {}).get(task, {}).get(metric) for r in reports]
         rows.append(_row(task, metric, [r["finetune"].get(key) for r in reports], lower_is_better=False,
-                         contexts=contexts))
+                         contexts=contexts, intervals=[c.get("ci95") if c else None for c in contexts]))
     glue = [r["glue_average"] if r.get("glue_average") else None for r in reports]
     if any(g is not None for g in glue):
         rows.append(_row("GLUE", "average", [g["score"] if g else None for g in glue], lower_is_better=False,
-                         contexts=[g if g and g.get("verdict") else None for g in glue]))
-    return rows + evaluation_rows(reports)
+                         contexts=[g if g and g.get("verdict") else None for g in glue],
+                         intervals=[g.get("ci95") if g else None for g in glue]))
+    return rows + evaluation_rows(reports, tokenizers)
 
 
-def evaluation_rows(reports: list[dict]) -> list[dict]:
+def tokenizer_caveats(sources: list[RunSource]) -> list[str | None]:
+    """Per run: why its per-token losses do not compare with the first run's (another
+    tokenizer: its vocabulary size where known), else None."""
+    def identity(source: RunSource) -> tuple[str | None, object]:
+        # tokenizer.json's checksum: two runs that trained the same tokenizer under other
+        # fingerprints (another workdir, a pretrain-only change upstream) still compare
+        record = source.stage("tokenizer")
+        if record is None or not record.manifest:
+            return None, None
+        files = {f.get("path"): f.get("sha256") for f in record.manifest.get("files") or [] if isinstance(f, dict)}
+        return files.get("tokenizer.json") or record.fingerprint, record.metrics.get("vocab_size")
+
+    first_fp, first_vocab = identity(sources[0])
+    caveats: list[str | None] = [None]
+    for source in sources[1:]:
+        fingerprint, vocab = identity(source)
+        if first_fp is None or fingerprint is None or fingerprint == first_fp:
+            caveats.append(None)
+            continue
+        sizes = (f" (vocabularies of {first_vocab:,} and {vocab:,} tokens)"
+                 if isinstance(first_vocab, int) and isinstance(vocab, int) else "")
+        caveats.append(f"other tokenizer{sizes}: a loss per token does not compare; compare bits per byte")
+    return caveats
+
+
+def evaluation_rows(reports: list[dict], tokenizers: list[str | None] | None = None) -> list[dict]:
     """Every zero/few-shot score any run has (group "evaluate: task"), with deltas; which
-    way is better comes from the score (perplexity and bits per byte: lower)."""
+    way is better comes from the score (perplexity and bits per byte: lower). A delta does
+    not compare across shots or example counts, nor, per token, across tokenizers."""
     keys: list[tuple[str, str]] = []
     for report in reports:
         keys += [(task, metric) for task, entry in report.get("evaluation", {}).items()
                  for metric in entry["scores"] if (task, metric) not in keys]
     rows = []
     for task, metric in keys:
-        scores = [r.get("evaluation", {}).get(task, {}).get("scores", {}).get(metric) for r in reports]
+        entries = [r.get("evaluation", {}).get(task) for r in reports]
+        scores = [(e or {}).get("scores", {}).get(metric) for e in entries]
         higher = next(s["higher_is_better"] for s in scores if s is not None)
+        caveats = [_setting_caveat(entries[0], entry) for entry in entries]
+        if ("evaluate", metric) in TOKEN_LEVEL and tokenizers:
+            caveats = [c or t for c, t in zip(caveats, tokenizers)]
         rows.append(_row(f"evaluate: {task}", metric, [s["value"] if s else None for s in scores],
                          lower_is_better=not higher,
-                         contexts=[s if s and s.get("verdict") else None for s in scores]))
+                         contexts=[s if s and s.get("verdict") else None for s in scores],
+                         intervals=[s.get("ci95") if s else None for s in scores], caveats=caveats))
     return rows
 
 
-def _row(group: str, metric: str, values: list, *, lower_is_better: bool,
-         contexts: list | None = None) -> dict[str, Any]:
+def _setting_caveat(base: dict | None, entry: dict | None) -> str | None:
+    """Why a task's scores in two runs measure different things: other shots, another
+    number of examples, or one of them unreliable (truncated prompts); None if they match."""
+    if not base or not entry or base is entry:
+        return None
+    reasons = [f"{name} differ ({base.get(key)} vs {entry.get(key)})"
+               for key, name in (("shots", "shots"), ("num_examples", "example counts"))
+               if base.get(key) is not None and entry.get(key) is not None and base.get(key) != entry.get(key)]
+    reasons += [f"unreliable: {e['unreliable']}" for e in (base, entry) if e.get("unreliable")]
+    return "; ".join(reasons) or None
+
+
+def _row(group: str, metric: str, values: list, *, lower_is_better: bool, contexts: list | None = None,
+         intervals: list | None = None, caveats: list | None = None) -> dict[str, Any]:
     base = values[0]
     deltas = [None if (v is None or base is None) else v - base for v in values]
+    intervals = intervals or [None] * len(values)
     return {"group": group, "metric": metric, "values": values, "deltas": deltas,
-            "lower_is_better": lower_is_better, "contexts": contexts or [None] * len(values)}
+            "lower_is_better": lower_is_better, "contexts": contexts or [None] * len(values),
+            "caveats": caveats or [None] * len(values),
+            "significant": [None] + [intervals_differ(intervals[0], other) for other in intervals[1:]]}
+
+
+def intervals_differ(first, second) -> bool | None:
+    """True when two 95% intervals do not overlap, False when they do, None without both."""
+    if not first or not second:
+        return None
+    return first[1] < second[0] or second[1] < first[0]
 
 
 def _pretrain_metric(source: RunSource, metric: str) -> float | None:

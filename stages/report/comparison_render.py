@@ -48,14 +48,18 @@ def _metrics_table(comparison: dict, labels: list[str]) -> str:
     headers = ["stage / task", "metric", labels[0]] + [f"{label} (delta)" for label in labels[1:]]
     rows = []
     for row in comparison["metrics"]:
-        contexts = row.get("contexts") or [None] * len(row["values"])
+        count = len(row["values"])
+        contexts = row.get("contexts") or [None] * count
+        caveats = row.get("caveats") or [None] * count
+        significant = row.get("significant") or [None] * count
         cells: list[Any] = [row["group"], row["metric"],
                             Raw(escape(format_value(row["values"][0])) + _chance_html(contexts[0]))]
-        for value, delta, context in zip(row["values"][1:], row["deltas"][1:], contexts[1:]):
-            cells.append(Raw(f"{escape(format_value(value))} {_delta_html(delta, row['lower_is_better'])}"
-                             + _chance_html(context)))
+        for i in range(1, count):
+            delta = _delta_html(row["deltas"][i], row["lower_is_better"], caveats[i], significant[i])
+            cells.append(Raw(f"{escape(format_value(row['values'][i]))} {delta}" + _chance_html(contexts[i])))
         rows.append(cells)
-    return table(headers, rows, numeric=range(2, len(headers)), css_class="scores")
+    return (table(headers, rows, numeric=range(2, len(headers)), css_class="scores")
+            + f'<p class="muted">{escape(DELTA_LEGEND)}</p>')
 
 
 def _chance_html(context: dict | None) -> str:
@@ -73,12 +77,52 @@ def _chance_text(context: dict | None) -> str:
     return f" ({verdict_label(context)}, baseline {context['baseline']:.4g})"
 
 
-def _delta_html(delta: float | None, lower_is_better: bool) -> str:
+DELTA_LEGEND = ("(delta) against the first run: green better, red worse, only where the two numbers "
+                "compare; ✱ significant: the two 95% intervals do not overlap; n.s.: they overlap (a "
+                "difference that chance explains); grey with a reason: not comparable, so not judged")
+
+
+def delta_judgement(delta: float | None, lower_is_better: bool, caveat: str | None,
+                    significant: bool | None) -> str:
+    """better | worse | same | not comparable | not significant (both renderers' word
+    for a delta; "" without one)."""
     if delta is None:
         return ""
-    better = delta < 0 if lower_is_better else delta > 0
-    css = "better" if better else ("worse" if delta else "muted")
-    return f'<span class="{css}">({delta:+.4g})</span>'
+    if caveat:
+        return "not comparable"
+    if significant is False:
+        return "not significant"
+    if not delta:
+        return "same"
+    return "better" if (delta < 0 if lower_is_better else delta > 0) else "worse"
+
+
+def _delta_html(delta: float | None, lower_is_better: bool, caveat: str | None = None,
+                significant: bool | None = None) -> str:
+    judgement = delta_judgement(delta, lower_is_better, caveat, significant)
+    if not judgement:
+        return ""
+    text = f"({delta:+.4g})"
+    if judgement == "not comparable":
+        return (f'<span class="muted" title="{escape(caveat)}">{text}</span> '
+                f'<span class="muted">not comparable: {escape(caveat)}</span>')
+    if judgement == "not significant":
+        return f'<span class="muted" title="the 95% intervals overlap">{text} n.s.</span>'
+    css = {"better": "better", "worse": "worse", "same": "muted"}[judgement]
+    mark = (' <span class="significant" title="the 95% intervals do not overlap">✱</span>'
+            if significant else "")
+    return f'<span class="{css}">{text}</span>{mark}'
+
+
+def _delta_text(delta: float | None, lower_is_better: bool, caveat: str | None, significant: bool | None) -> str:
+    judgement = delta_judgement(delta, lower_is_better, caveat, significant)
+    if not judgement:
+        return ""
+    if judgement == "not comparable":
+        return f" ({delta:+.4g}, not comparable: {caveat})"
+    if judgement == "not significant":
+        return f" ({delta:+.4g}, n.s.)"
+    return f" ({delta:+.4g}{' ✱' if significant else ''})"
 
 
 def comparison_markdown(comparison: dict[str, Any]) -> str:
@@ -100,11 +144,17 @@ def comparison_markdown(comparison: dict[str, Any]) -> str:
         out += ["| stage / task | metric | " + " | ".join(labels) + " |",
                 "|---|---|" + "---:|" * len(labels)]
         for row in comparison["metrics"]:
-            contexts = row.get("contexts") or [None] * len(row["values"])
+            count = len(row["values"])
+            contexts = row.get("contexts") or [None] * count
+            caveats = row.get("caveats") or [None] * count
+            significant = row.get("significant") or [None] * count
             cells = [format_value(row["values"][0]) + _chance_text(contexts[0])] + [
-                f"{format_value(v)}" + (f" ({d:+.4g})" if d is not None else "") + _chance_text(c)
-                for v, d, c in zip(row["values"][1:], row["deltas"][1:], contexts[1:])]
-            out.append(f"| {md_text(row['group'])} | {md_text(row['metric'])} | " + " | ".join(cells) + " |")
+                format_value(row["values"][i])
+                + _delta_text(row["deltas"][i], row["lower_is_better"], caveats[i], significant[i])
+                + _chance_text(contexts[i]) for i in range(1, count)]
+            out.append(f"| {md_text(row['group'])} | {md_text(row['metric'])} | "
+                       + " | ".join(md_text(cell) for cell in cells) + " |")
+        out += ["", DELTA_LEGEND + "."]
     else:
         out.append("No scores yet.")
     return "\n".join(out) + "\n"

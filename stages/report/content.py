@@ -17,18 +17,22 @@ the model wrote during pretraining, a few steps of it; `stages.report.samples`).
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
 from stages.finetune.score_context import describe, read_contexts
 from stages.report.curves import pretrain_series, sample_curve
-from stages.report.evaluation import chance_problem, key_scores, read_evaluation, read_snapshots
+from stages.report.evaluation import (
+    chance_problem, key_scores, read_evaluation, read_snapshots, unreliable_problems,
+)
 from stages.report.mixture import mixture_rows
 from stages.report.samples import read_samples
 from stages.report.scores import (
     chance_problems, finetune_scores, glue_average, group_by_task, score_contexts, unreadable_problems,
 )
-from stages.report.sources import RunSource, StageRecord
+from stages.report.sources import RunSource, StageRecord, read_run_index
+from stages.report.summary import build_summary
 
 DATA_STAGES = ("ingest", "tokenizer", "dataset")
 DEFAULT_MAX_UNREADABLE_FRACTION = 0.1  # finetune.max_unreadable_fraction where a manifest predates it
@@ -47,6 +51,7 @@ def build_report(source: RunSource, *, curve_points: int = 10) -> dict[str, Any]
     snapshots, snapshot_problem = read_snapshots(source.stage("evaluate"))
     series = pretrain_series(pretrain.directory if pretrain else None)
     dataset = source.stage("dataset")
+    glue = glue_average(tasks, contexts)
     return {
         "experiment": source.name,
         "generated": time.time(),
@@ -54,7 +59,8 @@ def build_report(source: RunSource, *, curve_points: int = 10) -> dict[str, Any]
         "finetune": scores,
         "finetune_tasks": tasks,
         "finetune_context": contexts,
-        "glue_average": glue_average(tasks, contexts),
+        "glue_average": glue,
+        "summary": build_summary(source, series, evaluation, glue),
         "pretrain_curve": sample_curve(series, curve_points),
         "mixture": mixture_rows(dataset.metrics if dataset else {}, series),
         "stats": {s.stage: scalar_metrics(s.metrics) for s in records
@@ -92,13 +98,35 @@ def lineage(source: RunSource, records: list[StageRecord]) -> dict[str, Any]:
         rows.append({
             "stage": record.stage, "state": record.state, "fingerprint": record.fingerprint,
             "code_version": manifest.get("code_version"), "inputs": manifest.get("inputs", {}),
+            "data": data_digest(manifest),
             "start_time": manifest.get("start_time"), "end_time": manifest.get("end_time"),
             "host": manifest.get("host"), "reused": is_reused(source, record),
         })
         libraries.update(manifest.get("libraries", {}))
         python = manifest.get("python") or python
     return {"stages": rows, "libraries": dict(sorted(libraries.items())), "python": python,
+            "git_commit": read_run_index(source.run_dir).get("git_commit") if source.run_dir else None,
             "config": source.config}
+
+
+def data_digest(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """{"files", "sha256"}: how many files the stage read besides its input stages (the
+    corpus, task files: the fingerprint's `data`, name -> sha256) and one digest over all
+    of them, the names included; None for a stage that reads none."""
+    data = (manifest.get("identity") or {}).get("data")
+    if not isinstance(data, dict) or not data:
+        return None
+    combined = hashlib.sha256("".join(f"{name}\0{digest}\n" for name, digest in sorted(data.items())).encode())
+    return {"files": len(data), "sha256": combined.hexdigest()}
+
+
+def inputs_text(row: dict[str, Any]) -> str:
+    """A lineage row's inputs: the stages it read and the digest of the files it read."""
+    parts = [f"{k}={v}" for k, v in row["inputs"].items()]
+    if row.get("data"):
+        count = row["data"]["files"]
+        parts.append(f"{count:,} file{'s' if count != 1 else ''}, sha256 {row['data']['sha256'][:16]}")
+    return ", ".join(parts) or "-"
 
 
 def is_reused(source: RunSource, record: StageRecord) -> bool:
@@ -143,13 +171,21 @@ def problems(source: RunSource, records: list[StageRecord], tasks: dict[str, dic
         found += [_problem("finetune", "unreadable", line) for line in unreadable_problems(finetune.metrics, limit)]
     if finetune is not None:
         found += [_problem("finetune", "at chance", line) for line in chance_problems(contexts or {})]
+    pretrain = source.stage("pretrain")
+    mfu = pretrain.metrics.get("mfu") if pretrain else None
+    if isinstance(mfu, (int, float)) and mfu > 1:
+        peak = ((pretrain.manifest or {}).get("config") or {}).get("peak_tflops")
+        found.append(_problem("pretrain", "mfu above 100%", (
+            f"MFU {mfu:.0%} is impossible: the peak it was divided by "
+            + (f"(pretrain.peak_tflops={peak:g})" if isinstance(peak, (int, float)) else "(the device's table peak)")
+            + " is below the device's; set pretrain.peak_tflops to its dense peak TFLOP/s")))
     return found
 
 
 def evaluation_problems(evaluation: dict[str, dict], snapshot_problem: str | None) -> list[dict[str, str]]:
     """One line for every zero/few-shot score not better than its baseline, and one for a
     snapshots.json that could not be read."""
-    found = []
+    found = [_problem("evaluate", "unreliable", line) for line in unreliable_problems(evaluation)]
     if (line := chance_problem(evaluation)) is not None:
         found.append(_problem("evaluate", "at chance", line))
     if snapshot_problem:

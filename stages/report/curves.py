@@ -68,10 +68,11 @@ def finetune_series(directory: Path | None) -> dict[str, Series]:
 
 def panels(series: Series) -> dict[str, Series]:
     """Group a run's series into the plots a reader wants: training loss, validation
-    loss, learning rate, throughput. Panels with no data are left out."""
+    loss, learning rate, throughput. Panels with no data are left out, and so are loss
+    components that repeat their total (`without_repeated_parts`)."""
     grouped: dict[str, Series] = {"Training loss": {}, "Validation loss": {},
                                   "Loss per data source": {}, "Learning rate": {}, "Throughput": {}}
-    for key, points in series.items():
+    for key, points in without_repeated_parts(series).items():
         if key.startswith(("loss/", "val_loss/")):  # dataset.mixture: one line per source
             grouped["Loss per data source"][key] = points
         elif key.startswith("val_") and key.endswith("loss"):
@@ -83,6 +84,31 @@ def panels(series: Series) -> dict[str, Series]:
         elif key in THROUGHPUT_KEYS:
             grouped["Throughput"][key] = points
     return {title: group for title, group in grouped.items() if group}
+
+
+def without_repeated_parts(series: Series) -> Series:
+    """The series less each `<part>_loss` (`val_<part>_loss`) that equals its total `loss`
+    (`val_loss`) at every step: a GPT's loss is its clm_loss, and two identical lines
+    drawn over each other read as one line hidden or as two that happen to agree. Parts
+    of a loss with several (mlm + nsp) differ from their sum and stay."""
+    kept = dict(series)
+    for prefix in ("", "val_"):
+        total = series.get(f"{prefix}loss")
+        if not total:
+            continue
+        parts = [key for key in series if key.startswith(prefix) and key.endswith("_loss")
+                 and key != f"{prefix}loss" and "/" not in key
+                 and (prefix or not key.startswith("val_"))]
+        for key in parts:
+            if _same_points(series[key], total):
+                del kept[key]
+    return kept
+
+
+def _same_points(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> bool:
+    return len(a) == len(b) and all(
+        step_a == step_b and math.isclose(value_a, value_b, rel_tol=1e-6, abs_tol=1e-9)
+        for (step_a, value_a), (step_b, value_b) in zip(a, b))
 
 
 def sample_curve(series: Series, points: int) -> list[dict[str, Any]]:

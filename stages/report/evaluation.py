@@ -39,8 +39,10 @@ RESULTS_FILE = "results.json"
 SNAPSHOTS_FILE = "snapshots.json"
 COUNT_KEYS = ("num_examples", "num_truncated", "num_skipped")
 # The scores `pretrain status` and the stages table show (the others stay in the section).
-KEY_METRICS = ("acc", "acc_norm", "perplexity", "word_perplexity", "bits_per_byte", "exact_match", "f1")
-SNAPSHOT_AXES = ("scores", "perplexity", "bits per byte")  # one plot each, in this order
+KEY_METRICS = ("acc", "acc_norm", "perplexity", "word_perplexity", "bits_per_byte", "exact_match", "f1",
+               "bleu", "chrf", "rougeL")
+# A task whose prompts were cut from the left this often is marked unreliable.
+MAX_TRUNCATED_FRACTION = 0.2
 LOWER_VERDICTS = {"above": "better than baseline", "chance": "≈ chance", "below": "worse than baseline"}
 EVALUATION_LEGEND = (
     "baseline: what ignoring the input scores (chance, 1/n choices, for multiple choice; the "
@@ -57,17 +59,37 @@ def is_lower_better(metric: str) -> bool:
     return "perplexity" in metric or metric == "bits_per_byte"
 
 
-def judge(baseline: float | None, ci95, higher_is_better: bool) -> str | None:
-    """above (better side) | chance | below (worse side) | None (nothing to judge by)."""
-    if baseline is None or ci95 is None:
+def judge(baseline: float | None, ci95, higher_is_better: bool, value: float | None = None) -> str | None:
+    """above (better side) | chance | below (worse side) | None (nothing to judge by).
+    Without an interval (a perplexity over one document: nothing to resample) the value
+    itself is judged against the baseline; `no_interval_note` says so beside it."""
+    if baseline is None or (ci95 is None and value is None):
         return None
-    side = verdict(baseline, ci95)
+    side = verdict(baseline, ci95 if ci95 is not None else [value, value])
     return side if higher_is_better else {"above": "below", "below": "above", "chance": "chance"}[side]
+
+
+def no_interval_note(score: dict[str, Any], num_examples: int | None) -> str | None:
+    """Why a verdict stands on the value alone, or None where an interval backs it."""
+    if score.get("ci95") is not None or score.get("baseline") is None:
+        return None
+    return "no interval: one document" if num_examples == 1 else "no interval"
+
+
+def truncation_problem(entry: dict[str, Any]) -> str | None:
+    """Why a task's scores are unreliable: more than MAX_TRUNCATED_FRACTION of its prompts
+    were cut from the left to fit the context (the model never saw their start); else None."""
+    examples, truncated = entry.get("num_examples"), entry.get("num_truncated") or 0
+    if not examples or truncated / examples <= MAX_TRUNCATED_FRACTION:
+        return None
+    return (f"{truncated} of {examples} prompts ({truncated / examples:.0%}) were cut from the left to fit "
+            "the model's context: the scores measure truncated prompts")
 
 
 def verdict_label(context: dict) -> str:
     """The verdict in words; fine-tuning contexts (no `higher_is_better`) read as scores."""
-    return (VERDICTS if context.get("higher_is_better", True) else LOWER_VERDICTS)[context["verdict"]]
+    label = (VERDICTS if context.get("higher_is_better", True) else LOWER_VERDICTS)[context["verdict"]]
+    return label + (f" ({context['no_interval']})" if context.get("no_interval") else "")
 
 
 def read_evaluation(record: StageRecord | None) -> dict[str, dict[str, Any]]:
@@ -89,12 +111,16 @@ def _task_entry(task: str, entry: dict) -> dict[str, Any]:
         higher = bool(score.get("higher_is_better", not is_lower_better(metric)))
         ci95 = _interval(score.get("ci95"))
         baseline = float(score["baseline"]) if _is_number(score.get("baseline")) else None
-        scores[metric] = {"value": float(score["value"]), "ci95": ci95, "baseline": baseline,
+        value = float(score["value"])
+        scores[metric] = {"value": value, "ci95": ci95, "baseline": baseline,
                           "baseline_kind": score.get("baseline_kind"), "higher_is_better": higher,
-                          "verdict": judge(baseline, ci95, higher)}
-    return {"task": task, "kind": entry.get("kind"), "shots": entry.get("shots"),
-            "num_examples": entry.get("num_examples"), "num_truncated": entry.get("num_truncated") or 0,
-            "num_skipped": entry.get("num_skipped") or 0, "scores": scores}
+                          "verdict": judge(baseline, ci95, higher, value)}
+        scores[metric]["no_interval"] = no_interval_note(scores[metric], entry.get("num_examples"))
+    task_entry = {"task": task, "kind": entry.get("kind"), "shots": entry.get("shots"),
+                  "num_examples": entry.get("num_examples"), "num_truncated": entry.get("num_truncated") or 0,
+                  "num_skipped": entry.get("num_skipped") or 0, "scores": scores}
+    task_entry["unreliable"] = truncation_problem(task_entry)
+    return task_entry
 
 
 def scores_from_metrics(metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -115,7 +141,11 @@ def scores_from_metrics(metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
         higher = not is_lower_better(metric)
         entry["scores"][metric] = {"value": float(value), "ci95": ci95, "baseline": baseline,
                                    "baseline_kind": None, "higher_is_better": higher,
-                                   "verdict": judge(baseline, ci95, higher)}
+                                   "verdict": judge(baseline, ci95, higher, float(value))}
+    for entry in tasks.values():  # the counts may come after the scores
+        for score in entry["scores"].values():
+            score["no_interval"] = no_interval_note(score, entry["num_examples"])
+        entry["unreliable"] = truncation_problem(entry)
     return {task: entry for task, entry in tasks.items() if entry["scores"]}
 
 
@@ -139,14 +169,21 @@ def describe_score(score: dict[str, Any]) -> str:
 
 
 def chance_problem(evaluation: dict[str, dict[str, Any]]) -> str | None:
-    """One line naming every score that is not better than its baseline (None if all are)."""
-    judged = [(f"{task}/{metric}", score) for task, entry in evaluation.items()
+    """One line naming every score that is not better than its baseline (None if all are);
+    the scores of an unreliable task (`truncation_problem`) have their own line."""
+    judged = [(f"{task}/{metric}", score) for task, entry in evaluation.items() if not entry.get("unreliable")
               for metric, score in entry["scores"].items() if score["verdict"]]
     weak = [f"{name} ({verdict_label(score)})" for name, score in judged if score["verdict"] != "above"]
     if not weak:
         return None
     return (f"{len(weak)} of {len(judged)} zero/few-shot scores are not better than their baseline: "
             + ", ".join(weak))
+
+
+def unreliable_problems(evaluation: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per task whose scores are unreliable, with the reason."""
+    return [f"{task}: scores unreliable: {entry['unreliable']} (raise evaluate.max_length or use fewer shots)"
+            for task, entry in evaluation.items() if entry.get("unreliable")]
 
 
 def read_snapshots(record: StageRecord | None) -> tuple[list[dict[str, Any]], str | None]:
@@ -175,7 +212,7 @@ def read_snapshots(record: StageRecord | None) -> tuple[list[dict[str, Any]], st
         rows.append({"step": int(row["step"]), "tokens": int(row["tokens"]), "task": row["task"],
                      "metric": row["metric"], "value": float(row["value"]), "ci95": ci95,
                      "baseline": baseline, "higher_is_better": higher,
-                     "verdict": judge(baseline, ci95, higher)})
+                     "verdict": judge(baseline, ci95, higher, float(row["value"]))})
     rows.sort(key=lambda r: r["step"])  # stable: tasks keep the file's order within a step
     problem = (f"{path}: {skipped} of {len(loaded)} rows lack step, tokens, task, metric or value "
                "and are not shown") if skipped else None
@@ -183,26 +220,52 @@ def read_snapshots(record: StageRecord | None) -> tuple[list[dict[str, Any]], st
 
 
 def snapshot_axis(metric: str, higher_is_better: bool) -> str:
-    """Which plot a score across training goes in: scores share an axis, perplexities
-    (log scale) and bits per byte each have their own."""
+    """Which kind of scale a score has: scores, perplexity (log) or bits per byte (the
+    scaling section's downstream plots)."""
     if higher_is_better:
         return "scores"
     return "perplexity" if "perplexity" in metric else "bits per byte"
 
 
-def snapshot_lines(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """axis (`snapshot_axis`) -> "task metric" -> {"points": [(tokens, value)], "bands":
-    [(tokens, low, high)], "baseline": the latest baseline or None}, for plotting."""
-    axes: dict[str, dict[str, dict[str, Any]]] = {}
+def snapshot_panel(task: str, metric: str, higher_is_better: bool, kind: str | None) -> str:
+    """Which plot a score across training goes in: scores (higher is better) one per task
+    family, where they share a 0-1 scale; bits per byte of every task on one (0-8); each
+    task's perplexities on their own log axis (a barely trained model's 1e9 next to
+    another task's 10 would flatten both)."""
+    if higher_is_better:
+        return (kind or "scores").replace("_", " ")
+    if metric == "bits_per_byte":
+        return "bits per byte"
+    return f"{task} perplexity"
+
+
+def snapshot_lines(rows: list[dict[str, Any]], kinds: dict[str, str | None] | None = None
+                   ) -> dict[str, dict[str, dict[str, Any]]]:
+    """panel (`snapshot_panel`; `kinds`: task -> its kind from results.json) -> "task
+    metric" -> {"points": [(tokens, value)], "bands": [(tokens, low, high)], "baseline": the
+    latest baseline or None, "higher_is_better"}, for plotting. A task's byte perplexity
+    is left out where its bits per byte is drawn (the same number, 2 ** bits)."""
+    kinds = kinds or {}
+    with_bits = {row["task"] for row in rows if row["metric"] == "bits_per_byte"}
+    panels: dict[str, dict[str, dict[str, Any]]] = {}
     for row in rows:
-        line = axes.setdefault(snapshot_axis(row["metric"], row["higher_is_better"]), {}).setdefault(
-            f"{row['task']} {row['metric']}", {"points": [], "bands": [], "baseline": None})
+        if row["metric"] == "byte_perplexity" and row["task"] in with_bits:
+            continue
+        panel = snapshot_panel(row["task"], row["metric"], row["higher_is_better"], kinds.get(row["task"]))
+        line = panels.setdefault(panel, {}).setdefault(
+            f"{row['task']} {row['metric']}",
+            {"points": [], "bands": [], "baseline": None, "higher_is_better": row["higher_is_better"]})
         line["points"].append((row["tokens"], row["value"]))
         if row["ci95"]:
             line["bands"].append((row["tokens"], *row["ci95"]))
         if row["baseline"] is not None:
             line["baseline"] = row["baseline"]
-    return {axis: axes[axis] for axis in SNAPSHOT_AXES if axis in axes}
+    # scores first, then bits per byte, then each task's perplexities
+    def order(item):
+        lines = item[1]
+        higher = next(iter(lines.values()))["higher_is_better"]
+        return (0 if higher else 1 if item[0] == "bits per byte" else 2)
+    return dict(sorted(panels.items(), key=order))
 
 
 def format_number(value: float) -> str:

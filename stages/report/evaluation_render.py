@@ -15,9 +15,6 @@ from stages.report.html_parts import GroupRow, Raw, escape, plot_figure, table
 from stages.report.markdown_text import md_text
 from stages.report.plots import line_plot_png
 
-SNAPSHOT_TITLES = {"scores": "Evaluation across training: scores (higher is better)",
-                   "perplexity": "Evaluation across training: perplexity (lower is better)",
-                   "bits per byte": "Evaluation across training: bits per byte (lower is better)"}
 SNAPSHOT_NOTE = "Dashed: each score's baseline; shaded: its 95% interval."
 EMPTY = "No zero- or few-shot scores (the evaluate stage has not finished, or evaluate.tasks is empty)."
 
@@ -47,6 +44,8 @@ def evaluation_markdown(report: dict[str, Any]) -> list[str]:
             shots, value, interval, baseline, examples = score_cells(entry, score)
             mark = "-" if not score["verdict"] else verdict_label(score)
             mark = mark if score["verdict"] in (None, "above") else f"**{mark}**"
+            if entry.get("unreliable"):
+                mark = f"**unreliable: {md_text(entry['unreliable'])}**; {mark}"
             out.append(f"| {md_text(task)} | {shots} | {md_text(_metric_name(metric, score))} | {value} | "
                        f"{interval} | {baseline} | {mark} | {examples} |")
     out += ["", EVALUATION_LEGEND + "."]
@@ -95,39 +94,50 @@ def evaluation_html(report: dict[str, Any]) -> str:
             if score.get("baseline_kind"):
                 baseline = Raw(f'<span title="{escape(score["baseline_kind"])}">{escape(baseline)}</span>')
             rows.append([task, shots, _metric_name(metric, score), value, interval, baseline,
-                         verdict_badge(score), examples])
+                         verdict_badge(score, entry.get("unreliable")), examples])
     html = table(["task", "shots", "metric", "value", "95% CI", "baseline", "vs baseline", "examples"], rows,
                  numeric=[1, 3, 4, 5, 7], css_class="evaluation")
     html += f'<p class="muted">{escape(EVALUATION_LEGEND)}.</p>'
     snapshots = report.get("evaluation_snapshots") or []
     if snapshots:
-        html += "<h3>Across training</h3>" + _snapshot_figures(snapshots) + _snapshot_table(snapshots)
+        kinds = {task: entry.get("kind") for task, entry in evaluation.items()}
+        html += "<h3>Across training</h3>" + _snapshot_figures(snapshots, kinds) + _snapshot_table(snapshots)
     return html
 
 
-def verdict_badge(context: dict | None) -> Raw:
-    """A score's verdict as a badge (a score at or under its baseline is hard to miss)."""
+def verdict_badge(context: dict | None, unreliable: str | None = None) -> Raw:
+    """A score's verdict as a badge (a score at or under its baseline is hard to miss);
+    a score of an unreliable task (`truncation_problem`) says so first, with the reason."""
+    mark = (f'<span class="badge badge-unreliable" title="{escape(unreliable)}">unreliable: '
+            f"{escape(unreliable)}</span> ") if unreliable else ""
     if not context or not context.get("verdict"):
-        return Raw("-")
+        return Raw(mark or "-")
     kind = context["verdict"]
-    return Raw(f'<span class="badge badge-{kind}">{escape(verdict_label(context))}</span>')
+    return Raw(f'{mark}<span class="badge badge-{kind}">{escape(verdict_label(context))}</span>')
 
 
-def snapshot_plots(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(title, base64 PNG) per axis: every task's scores against training tokens."""
+def snapshot_title(panel: str, lines: dict[str, dict[str, Any]]) -> str:
+    higher = next(iter(lines.values()))["higher_is_better"]
+    return f"Evaluation across training: {panel} ({'higher' if higher else 'lower'} is better)"
+
+
+def snapshot_plots(rows: list[dict[str, Any]], kinds: dict[str, str | None] | None = None
+                   ) -> list[tuple[str, str]]:
+    """(title, base64 PNG) per panel (`snapshot_lines`): scores against training tokens,
+    the legend beside the plot rather than over its lines."""
     plots = []
-    for axis, lines in snapshot_lines(rows).items():
-        title = SNAPSHOT_TITLES[axis]
+    for panel, lines in snapshot_lines(rows, kinds).items():
+        title = snapshot_title(panel, lines)
         plots.append((title, line_plot_png(
             title, {label: line["points"] for label, line in lines.items()}, xlabel="training tokens",
-            log_y=axis == "perplexity", engineering_x=True,
+            log_y=panel.endswith("perplexity"), engineering_x=True, legend_outside=True,
             bands={label: line["bands"] for label, line in lines.items()},
             baselines={label: line["baseline"] for label, line in lines.items() if line["baseline"] is not None})))
     return plots
 
 
-def _snapshot_figures(rows: list[dict[str, Any]]) -> str:
-    figures = "".join(plot_figure(title, png) for title, png in snapshot_plots(rows))
+def _snapshot_figures(rows: list[dict[str, Any]], kinds: dict[str, str | None]) -> str:
+    figures = "".join(plot_figure(title, png) for title, png in snapshot_plots(rows, kinds))
     return f'<div class="plots">{figures}</div><p class="muted">{escape(SNAPSHOT_NOTE)}</p>'
 
 

@@ -24,6 +24,11 @@ figure { margin: 0; } img.plot { max-width: 100%; border: 1px solid #eee; }
 .badge { padding: 0 0.4em; border-radius: 0.3em; white-space: nowrap; } .badge-above { color: #1b7f3b; }
 .badge-chance { background: #fde7c1; color: #7a4a00; font-weight: bold; }
 .badge-below { background: #f9d0d6; color: #b00020; font-weight: bold; }
+.badge-unreliable { background: #e8e0f5; color: #4b2a85; font-weight: bold; white-space: normal; }
+.summary { display: flex; flex-wrap: wrap; gap: 0.4em 1.6em; padding: 0.6em 0.9em; background: #f6f8fa;
+  border: 1px solid #ddd; border-radius: 0.4em; } .summary div { white-space: nowrap; }
+.summary b { font-size: 1.15em; } .summary .label { color: #666; font-size: 0.85em; display: block; }
+.significant { font-weight: bold; }
 .kind-at-chance, .kind-unreadable { color: #a66300; }
 table.samples td { white-space: pre-wrap; }
 """

@@ -6,15 +6,17 @@ import json
 from typing import Any
 
 from stages.finetune.score_context import VERDICTS
-from stages.report.content import format_time
+from stages.report.content import format_time, inputs_text
 from stages.report.curves import Series, finetune_series, panels, pretrain_series
 from stages.report.evaluation_render import evaluation_html
-from stages.report.html_parts import GroupRow, Raw, escape, format_value, page, plot_figure, table
+from stages.report.html_parts import GroupRow, Raw, escape, page, plot_figure, table
 from stages.report.mixture import mixture_html
+from stages.report.numbers import format_stat
 from stages.report.plots import line_plot_png
 from stages.report.samples import samples_html
 from stages.report.scores import BASELINE_LEGEND, context_cells
 from stages.report.sources import RunSource
+from stages.report.summary import summary_items
 
 
 def render_html(report: dict[str, Any], source: RunSource, *,
@@ -24,6 +26,7 @@ def render_html(report: dict[str, Any], source: RunSource, *,
         f'<p class="muted">Generated {escape(format_time(report["generated"]))}'
         + (" &middot; run in progress, this page refreshes itself" if refresh_seconds else "")
         + "</p>",
+        _summary(report),
         "<h2>Stages</h2>", _stages_table(report),
         "<h2>Skipped, failed or resumed</h2>", _problems(report),
         "<h2>Training curves</h2>", _plots(run_plots(source)),
@@ -60,10 +63,19 @@ def _stages_table(report: dict) -> str:
     rows = [[row["stage"], Raw(f'<span class="state-{escape(row["state"].replace(" ", "-"))}">'
                                f'{escape(row["state"])}</span>'),
              Raw(f"<code>{escape(row['fingerprint'])}</code>"),
-             f"{row['seconds']:.1f}" if row["seconds"] is not None else "-",
+             format_stat("seconds", row["seconds"]),
              _metrics_text(row["metrics"])] for row in report["stages"]]
     return table(["stage", "state", "fingerprint", "seconds", "key metrics"], rows, numeric=[3],
                  css_class="stages")
+
+
+def _summary(report: dict) -> str:
+    items = summary_items(report.get("summary") or {})
+    if not items:
+        return ""
+    cells = "".join(f'<div><span class="label">{escape(label)}</span><b>{escape(value)}</b></div>'
+                    for label, value in items)
+    return f'<div class="summary">{cells}</div>'
 
 
 def _problems(report: dict) -> str:
@@ -114,7 +126,7 @@ def _stats(report: dict) -> str:
     parts = []
     for stage, metrics in report["stats"].items():
         parts.append(f"<h3>{escape(stage)}</h3>")
-        parts.append(table(["statistic", "value"], [[k, v] for k, v in metrics.items()],
+        parts.append(table(["statistic", "value"], [[k, format_stat(k, v)] for k, v in metrics.items()],
                            numeric=[1], css_class=f"stats stats-{escape(stage)}"))
     return "\n".join(parts)
 
@@ -122,11 +134,13 @@ def _stats(report: dict) -> str:
 def _lineage(report: dict) -> str:
     lineage = report["lineage"]
     rows = [[row["stage"], Raw(f"<code>{escape(row['fingerprint'])}</code>"), row["code_version"],
-             ", ".join(f"{k}={v}" for k, v in row["inputs"].items()) or "-",
+             inputs_text(row),
              format_time(row["start_time"]), format_time(row["end_time"]), row["host"],
              "reused from cache" if row["reused"] else ("ran" if row["state"] == "done" else row["state"])]
             for row in lineage["stages"]]
-    libraries = [["python", lineage["python"]]] + [[k, v] for k, v in lineage["libraries"].items()]
+    libraries = ([["pretrain-pipeline (git commit)", Raw(f"<code>{escape(lineage['git_commit'])}</code>")]]
+                 if lineage.get("git_commit") else [])
+    libraries += [["python", lineage["python"]]] + [[k, v] for k, v in lineage["libraries"].items()]
     return "\n".join([
         table(["stage", "fingerprint", "code version", "inputs", "start", "end", "host", "this run"],
               rows, css_class="lineage"),
@@ -137,4 +151,4 @@ def _lineage(report: dict) -> str:
 
 
 def _metrics_text(metrics: dict) -> str:
-    return ", ".join(f"{k}={format_value(v)}" for k, v in list(metrics.items())[:8])
+    return ", ".join(f"{k}={format_stat(k, v)}" for k, v in list(metrics.items())[:8])

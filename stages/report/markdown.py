@@ -7,21 +7,26 @@ from __future__ import annotations
 from typing import Any
 
 from stages.finetune.score_context import VERDICTS
-from stages.report.content import format_time
+from stages.report.content import format_time, inputs_text
 from stages.report.evaluation_render import evaluation_markdown
 from stages.report.markdown_text import md_code, md_text
 from stages.report.mixture import mixture_markdown
+from stages.report.numbers import format_stat
 from stages.report.samples import samples_markdown
 from stages.report.scores import BASELINE_LEGEND, context_cells
+from stages.report.summary import summary_items
 
 
 def render_markdown(report: dict[str, Any]) -> str:
     out = [f"# Experiment {md_text(report['experiment'])}", "",
-           f"Generated {format_time(report['generated'])}.", "",
-           "## Stages", "", "| stage | state | fingerprint | seconds | key metrics |",
+           f"Generated {format_time(report['generated'])}.", ""]
+    items = summary_items(report.get("summary") or {})
+    if items:
+        out += ["; ".join(f"{md_text(label)}: **{md_text(value)}**" for label, value in items) + ".", ""]
+    out += ["## Stages", "", "| stage | state | fingerprint | seconds | key metrics |",
            "|---|---|---|---:|---|"]
     for row in report["stages"]:
-        seconds = f"{row['seconds']:.1f}" if row["seconds"] is not None else "-"
+        seconds = format_stat("seconds", row["seconds"])
         out.append(f"| {md_text(row['stage'])} | {md_text(row['state'])} | {md_code(row['fingerprint'])} | "
                    f"{seconds} | {md_text(format_metrics(row['metrics']))} |")
     out += ["", "## Skipped, failed or resumed", ""]
@@ -76,7 +81,7 @@ def _stats(stats: dict) -> list[str]:
         return out + ["No data statistics."]
     for stage, metrics in stats.items():
         out += [f"### {md_text(stage)}", "", "| statistic | value |", "|---|---:|"]
-        out += [f"| {md_text(k)} | {md_text(_metric_value(v))} |" for k, v in metrics.items()]
+        out += [f"| {md_text(k)} | {md_text(format_stat(k, v))} |" for k, v in metrics.items()]
         out.append("")
     return out
 
@@ -87,21 +92,18 @@ def _lineage(lineage: dict | None) -> list[str]:
     out = ["", "## Lineage", "", "| stage | fingerprint | code version | inputs | start | end | host | this run |",
            "|---|---|---|---|---|---|---|---|"]
     for row in lineage["stages"]:
-        inputs = ", ".join(f"{k}={v}" for k, v in row["inputs"].items()) or "-"
+        inputs = inputs_text(row)
         this_run = "reused from cache" if row["reused"] else ("ran" if row["state"] == "done" else row["state"])
         out.append(f"| {md_text(row['stage'])} | {md_code(row['fingerprint'])} | "
                    f"{md_text(row['code_version'] or '-')} | {md_text(inputs)} | "
                    f"{format_time(row['start_time'])} | {format_time(row['end_time'])} | "
                    f"{md_text(row['host'] or '-')} | {md_text(this_run)} |")
-    libraries = [f"python {lineage['python']}"] if lineage.get("python") else []
+    libraries = [f"pretrain-pipeline git {lineage['git_commit']}"] if lineage.get("git_commit") else []
+    libraries += [f"python {lineage['python']}"] if lineage.get("python") else []
     libraries += [f"{k} {v}" for k, v in lineage["libraries"].items()]
     out += ["", "Libraries: " + md_text(", ".join(libraries) or "-")]
     return out
 
 
 def format_metrics(metrics: dict, limit: int = 6) -> str:
-    return ", ".join(f"{k}={_metric_value(v)}" for k, v in list(metrics.items())[:limit])
-
-
-def _metric_value(value) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    return ", ".join(f"{k}={format_stat(k, v)}" for k, v in list(metrics.items())[:limit])

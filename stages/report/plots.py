@@ -15,15 +15,17 @@ Bands = list[tuple[int, float, float]]  # (x, low, high): a shaded interval arou
 
 def line_plot_png(title: str, lines: dict[str, Points], *, xlabel: str = "step",
                   log_y: bool = False, bands: dict[str, Bands] | None = None,
-                  baselines: dict[str, float] | None = None, engineering_x: bool = False) -> str:
+                  baselines: dict[str, float] | None = None, engineering_x: bool = False,
+                  legend_outside: bool = False) -> str:
     """base64 PNG of one panel: one line per label (single points drawn as markers);
     `bands` shade a line's 95% interval and `baselines` draw a dashed level in the
-    line's colour; `engineering_x` writes x ticks as 2M, 500k (token counts)."""
+    line's colour; `engineering_x` writes x ticks as 2M, 500k (token counts);
+    `legend_outside` puts the legend beside the axes (wider figure), never over the data."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import EngFormatter
 
     bands, baselines = bands or {}, baselines or {}
-    figure = Figure(figsize=(6.0, 3.2), dpi=90, layout="constrained")
+    figure = Figure(figsize=(8.0 if legend_outside else 6.0, 3.2), dpi=90, layout="constrained")
     axes = figure.add_subplot()
     for label, points in lines.items():
         steps = [step for step, _ in points]
@@ -45,7 +47,9 @@ def line_plot_png(title: str, lines: dict[str, Points], *, xlabel: str = "step",
         v for band in bands.values() for _, low, high in band for v in (low, high)] + list(baselines.values())
     if log_y and all(v > 0 for v in drawn):
         axes.set_yscale("log")
-    if len(lines) > 1 or any(label for label in lines):
+    if legend_outside and lines:
+        axes.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    elif len(lines) > 1 or any(label for label in lines):
         axes.legend(fontsize="small")
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")

@@ -65,6 +65,15 @@ def source_from_context(ctx) -> RunSource:
 
 def read_run_started(workdir: Path) -> float | None:
     try:
-        return float(json.loads((Path(workdir) / RUN_INDEX).read_text(encoding="utf-8"))["updated"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return float(read_run_index(workdir)["updated"])
+    except (KeyError, TypeError, ValueError):
         return None  # no index (a stage called from a test): nothing counts as skipped
+
+
+def read_run_index(workdir: Path) -> dict[str, Any]:
+    """The run's pipeline.json ({} where it is missing or unreadable)."""
+    try:
+        index = json.loads((Path(workdir) / RUN_INDEX).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return index if isinstance(index, dict) else {}

@@ -64,9 +64,12 @@ def test_html_is_self_contained_with_plots_and_tables(tmp_path):
     assert images == ["Pretraining: training loss", "Pretraining: validation loss",
                       "Pretraining: learning rate", "Pretraining: throughput",
                       "Fine-tuning: training loss per task",
-                      "Evaluation across training: scores (higher is better)",
-                      "Evaluation across training: perplexity (lower is better)",
-                      "Evaluation across training: bits per byte (lower is better)"]
+                      # one panel per task family; each task's perplexities on their own axis
+                      "Evaluation across training: cloze (higher is better)",
+                      "Evaluation across training: multiple choice (higher is better)",
+                      "Evaluation across training: bits per byte (lower is better)",
+                      "Evaluation across training: lambada_openai perplexity (lower is better)",
+                      "Evaluation across training: wikitext2 perplexity (lower is better)"]
     for css_class in ("stages", "finetune", "evaluation", "evaluation-snapshots", "lineage", "libraries",
                       "stats stats-ingest",
                       "stats stats-tokenizer", "stats stats-dataset"):

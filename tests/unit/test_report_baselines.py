@@ -127,5 +127,6 @@ def test_status_and_comparison_show_the_verdict(tmp_path):
                            name="b")]
     out = write_comparison([str(r) for r in runs], str(tmp_path / "cmp"))
     md = (out / "report.md").read_text()
-    assert "| cola | matthews_corrcoef | 0 (≈ chance, baseline 0) | 0.3 (+0.3) |" in md
+    # [0, 0] and [0.2, 0.4] do not overlap: a significant delta
+    assert "| cola | matthews_corrcoef | 0 (≈ chance, baseline 0) | 0.3 (+0.3 ✱) |" in md
     assert 'badge badge-chance' in (out / "report.html").read_text()

@@ -63,7 +63,7 @@ def test_markdown_lists_every_score_with_shots_interval_baseline_and_verdict(wri
 
     assert saved["evaluation"]["wikitext2"]["scores"]["bits_per_byte"] == {
         "value": 2.105, "ci95": [2.061, 2.153], "baseline": 8.0, "baseline_kind": "8: a uniform model over byte values",
-        "higher_is_better": False, "verdict": "above"}
+        "higher_is_better": False, "verdict": "above", "no_interval": None}
     assert saved["evaluation"]["sst2"]["num_truncated"] == 37 and saved["evaluation"]["copa"]["shots"] == 2
     [problem] = [p for p in saved["problems"] if p["stage"] == "evaluate"]
     assert problem["kind"] == "at chance" and problem["message"].startswith(
@@ -92,9 +92,11 @@ def test_html_shows_badges_tooltips_and_plots_against_tokens(written):
     assert "<td class=num>200 (37 truncated)</td>" in evaluation
 
     images = re.findall(r'<img class="plot" alt="(Evaluation across training[^"]+)" src="data:image/png;base64,', html)
-    assert images == ["Evaluation across training: scores (higher is better)",
-                      "Evaluation across training: perplexity (lower is better)",
-                      "Evaluation across training: bits per byte (lower is better)"]
+    assert images == ["Evaluation across training: cloze (higher is better)",
+                      "Evaluation across training: multiple choice (higher is better)",
+                      "Evaluation across training: bits per byte (lower is better)",
+                      "Evaluation across training: lambada_openai perplexity (lower is better)",
+                      "Evaluation across training: wikitext2 perplexity (lower is better)"]
     assert '<details><summary>Every snapshot' in html and '<table class="evaluation-snapshots">' in html
 
 
@@ -114,7 +116,8 @@ def test_no_snapshots_no_plots_and_an_unreadable_file_is_a_problem(tmp_path):
              "baseline": 0.5}, {"step": 20, "task": "piqa", "metric": "acc", "value": 0.6}]
     (evaluate_dir(workdir) / "snapshots.json").write_text(json.dumps(rows))
     read, problem = read_snapshots(load_run_source(workdir).stage("evaluate"))
-    assert [r["step"] for r in read] == [10] and read[0]["verdict"] is None and read[0]["higher_is_better"]
+    # no interval: the value itself is judged against the baseline (here equal to it)
+    assert [r["step"] for r in read] == [10] and read[0]["verdict"] == "chance" and read[0]["higher_is_better"]
     assert "1 of 2 rows lack step, tokens" in problem
 
 
@@ -154,15 +157,18 @@ def test_comparison_puts_scores_side_by_side_with_deltas(tmp_path):
                       evaluate_values={"piqa/acc": 0.6, "wikitext2/bits_per_byte": 2.0})]
     out = write_comparison([str(r) for r in runs], str(tmp_path / "cmp"))
     md = (out / "report.md").read_text()
-    assert "| evaluate: piqa | acc | 0.535 (≈ chance, baseline 0.5) | 0.6 (+0.065) (≈ chance, baseline 0.5) |" in md
-    assert "| evaluate: wikitext2 | bits_per_byte | 2.105 | 2 (-0.105) |" in md
+    # the intervals overlap: the deltas are marked not significant
+    assert "| evaluate: piqa | acc | 0.535 (≈ chance, baseline 0.5) | 0.6 (+0.065, n.s.) (≈ chance, baseline 0.5) |" in md
+    assert "| evaluate: wikitext2 | bits_per_byte | 2.105 | 2 (-0.105, n.s.) |" in md
     assert "| evaluate: sst2 | acc | 0.415 (below baseline, baseline 0.54) |" in md
 
     html = (out / "report.html").read_text()
     row = re.search(r"<tr><td>evaluate: wikitext2</td><td>bits_per_byte</td>.*?</tr>", html).group(0)
-    assert '<span class="better">(-0.105)</span>' in row, "lower bits per byte is the better delta"
+    # run b keeps run a's intervals, which overlap: no colour (test_report_compare_fairness
+    # checks the direction of significant deltas)
+    assert '<span class="muted" title="the 95% intervals overlap">(-0.105) n.s.</span>' in row
     row = re.search(r"<tr><td>evaluate: piqa</td><td>acc</td>.*?</tr>", html).group(0)
-    assert '<span class="better">(+0.065)</span>' in row and row.count("badge badge-chance") == 2
+    assert "(+0.065) n.s.</span>" in row and row.count("badge badge-chance") == 2
     data = json.loads((out / "comparison.json").read_text())
     bpb = next(r for r in data["metrics"] if r["group"] == "evaluate: wikitext2" and r["metric"] == "bits_per_byte")
     assert bpb["lower_is_better"] and bpb["contexts"][0]["verdict"] == "above"

@@ -1,0 +1,90 @@
+"""A comparison colours a delta only where the two numbers measure the same thing (same
+shots, same number of examples, per-token losses only under one tokenizer), says why
+where they do not, and calls a delta significant only when the 95% intervals say so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline.run_source import load_run_source
+from stages.report.comparison import build_comparison, intervals_differ
+from stages.report.comparison_render import comparison_html, comparison_markdown
+from tests.synthetic_run import write_run
+
+
+def edit_json(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def stage_file(workdir: Path, stage: str, name: str) -> Path:
+    (path,) = (workdir / stage).glob(f"*/{name}")
+    return path
+
+
+def same_tokenizer(*workdirs: Path, vocab: dict[Path, int] | None = None) -> None:
+    """The synthetic runs' tokenizer manifests name tokenizer.json's checksum, as the engine's do."""
+    for workdir in workdirs:
+        def change(manifest, workdir=workdir):
+            manifest["files"] = [{"path": "tokenizer.json", "sha256": f"sha-{(vocab or {}).get(workdir, 'same')}"}]
+            manifest["metrics"]["vocab_size"] = (vocab or {}).get(workdir, 2048)
+        edit_json(stage_file(workdir, "tokenizer", "manifest.json"), change)
+
+
+def row(comparison: dict, group: str, metric: str) -> dict:
+    return next(r for r in comparison["metrics"] if r["group"] == group and r["metric"] == metric)
+
+
+def test_other_shots_or_example_counts_are_not_coloured_and_say_why(tmp_path):
+    a, b = write_run(tmp_path / "a", name="a"), write_run(tmp_path / "b", name="b")
+    same_tokenizer(a, b)
+
+    def copa_two_shot_on_twelve(results):
+        results["copa"].update(shots=0, num_examples=12)
+        results["copa"]["scores"]["acc"].update(value=0.84, ci95=[0.7, 0.95])
+        results["piqa"]["scores"]["acc"].update(value=0.7, ci95=[0.65, 0.75])  # clear of a's [0.47, 0.60]
+    edit_json(stage_file(b, "evaluate", "results.json"), copa_two_shot_on_twelve)
+    sources = [load_run_source(a), load_run_source(b)]
+    comparison = build_comparison(sources)
+
+    copa = row(comparison, "evaluate: copa", "acc")
+    assert copa["caveats"][1] == "shots differ (2 vs 0); example counts differ (100 vs 12)"
+    piqa = row(comparison, "evaluate: piqa", "acc")
+    assert piqa["caveats"] == [None, None] and piqa["significant"] == [None, True]
+    html = comparison_html(comparison, sources)
+    copa_html = html[html.index("<td>evaluate: copa</td>"):]
+    copa_html = copa_html[:copa_html.index("</tr>")]
+    assert 'class="better"' not in copa_html and "not comparable: shots differ (2 vs 0)" in copa_html
+    piqa_html = html[html.index("<td>evaluate: piqa</td><td>acc</td>"):]
+    piqa_html = piqa_html[:piqa_html.index("</tr>")]
+    assert '<span class="better">(+0.165)</span> <span class="significant"' in piqa_html
+    md = comparison_markdown(comparison)
+    assert "| evaluate: copa | acc | 0.58 (≈ chance, baseline 0.5) | 0.84 (+0.26, not comparable: shots differ" in md
+    assert "| evaluate: piqa | acc | 0.535 (≈ chance, baseline 0.5) | 0.7 (+0.165 ✱) |" in md
+    # pretraining losses under one tokenizer compare as before
+    assert row(comparison, "pretrain", "val_loss")["caveats"] == [None, None]
+
+
+def test_losses_per_token_do_not_compare_across_tokenizers_bits_per_byte_do(tmp_path):
+    a, b = write_run(tmp_path / "a", name="a"), write_run(tmp_path / "b", name="b")
+    same_tokenizer(a, b, vocab={a: 8192, b: 2048})
+    edit_json(stage_file(b, "evaluate", "results.json"),
+              lambda results: results["wikitext2"]["scores"]["bits_per_byte"].update(value=1.8, ci95=[1.75, 1.85]))
+    comparison = build_comparison([load_run_source(a), load_run_source(b)])
+
+    val_loss = row(comparison, "pretrain", "val_loss")
+    assert val_loss["caveats"][1].startswith("other tokenizer (vocabularies of 8,192 and 2,048 tokens)")
+    assert row(comparison, "evaluate: wikitext2", "token_perplexity")["caveats"][1] is not None
+    bits = row(comparison, "evaluate: wikitext2", "bits_per_byte")
+    assert bits["caveats"] == [None, None] and bits["significant"][1] is True
+    md = comparison_markdown(comparison)
+    assert "| pretrain | val_loss | 6.83 | 6.83 (+0, not comparable: other tokenizer" in md
+    assert "| evaluate: wikitext2 | bits_per_byte | 2.105 | 1.8 (-0.305 ✱) |" in md
+
+
+def test_significance_from_the_intervals():
+    assert intervals_differ([0.4, 0.5], [0.51, 0.6]) is True
+    assert intervals_differ([0.4, 0.5], [0.5, 0.6]) is False  # touching: not shown to differ
+    assert intervals_differ([0.4, 0.5], None) is None
