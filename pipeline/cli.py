@@ -1,4 +1,4 @@
-"""The `pretrain` command: run, plan, status.
+"""The `pretrain` command: run, plan, status, config.
 
 Exit codes: 0 success, 1 a stage failed, 2 a usage or config mistake.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from pipeline import cli_generate, cli_runs
 from pipeline.config import ConfigError, load_config, parse_override
 from pipeline.graph import STAGE_NAMES
-from pipeline.planner import Selection, plan
+from pipeline.planner import Selection, last_run_note, plan, plan_warnings
 from pipeline.status import format_table, render
 from pipeline.version import VersionAction
 
@@ -83,8 +83,18 @@ def build_parser(extra_commands: Sequence[CommandGroup] = ()) -> argparse.Argume
     sweep.add_argument("--from", dest="from_stage", choices=STAGE_NAMES, metavar="STAGE",
                        help="in every point, run this stage and everything downstream of it")
     sweep.add_argument("--plan", action="store_true", help="show the points and the shared stages, run nothing")
-    status = commands.add_parser("status", help="one row per stage of a run directory")
-    status.add_argument("run_dir", help="the experiment's workdir, e.g. runs/demo")
+    status = commands.add_parser(
+        "status", help="a run's state and one line per stage (headline metrics, cut to the terminal's "
+                       "width); a folder of runs (a sweep's root, runs/): one line per run")
+    status.add_argument("run_dir", help="the experiment's workdir, e.g. runs/demo; or a folder of runs")
+    status.add_argument("--wide", action="store_true",
+                        help="every key metric (scores with intervals and baselines), lines not cut")
+    status.add_argument("--json", action="store_true",
+                        help="machine-readable: the run's state and every stage's state and metrics")
+    reference = commands.add_parser("config", help="print the config key reference: every key, "
+                                                   "its default and meaning")
+    reference.add_argument("section", nargs="?",
+                           help="only this section (or key prefix), e.g. pretrain or pretrain.model")
     verify = commands.add_parser(
         "verify", help="compare every output file of a run directory with its manifest (size, sha256)")
     verify.add_argument("run_dir", help="the experiment's workdir, e.g. runs/demo")
@@ -102,8 +112,9 @@ def main(argv: list[str] | None = None, extra_commands: Sequence[CommandGroup] =
             return exit_code
     try:
         if args.command == "status":
-            print(render(_run_location(args.run_dir)))
-            return 0
+            return _status(args)
+        if args.command == "config":
+            return _config_reference(args.section)
         if args.command == "verify":
             from pipeline.verify import verify_run
 
@@ -118,7 +129,10 @@ def main(argv: list[str] | None = None, extra_commands: Sequence[CommandGroup] =
                               force=tuple(args.force))
         if args.command == "plan":
             decisions = plan(cfg, selection)
-            print(f"experiment {cfg.name}: workdir {cfg.workdir_url or cfg.resolved_workdir}")
+            for line in plan_warnings(cfg, decisions):
+                print(f"warning: {line}", file=sys.stderr)
+            print(f"experiment {cfg.name}: workdir {cfg.workdir_url or cfg.resolved_workdir}"
+                  f"{last_run_note(cfg)}")
             print(format_table(["stage", "decision", "fingerprint", "why"],
                                [[d.stage, d.action, d.fingerprint, d.reason] for d in decisions]))
             return 0
@@ -131,6 +145,33 @@ def main(argv: list[str] | None = None, extra_commands: Sequence[CommandGroup] =
             print(f"hint: to run one experiment per value, sweep them: pretrain sweep {args.config} "
                   + " ".join(f"-o {o}" for o in axes), file=sys.stderr)
         return 2
+
+
+def _status(args) -> int:
+    import json
+    import shutil
+
+    from pipeline.status import status_json
+
+    location = _run_location(args.run_dir)
+    if args.json:
+        print(json.dumps(status_json(location), indent=2, default=str))
+        return 0
+    # $COLUMNS first (shutil's order), then the terminal; a pipe gets 80 columns.
+    print(render(location, width=None if args.wide else shutil.get_terminal_size().columns, wide=args.wide))
+    return 0
+
+
+def _config_reference(section: str | None) -> int:
+    import os
+
+    from pipeline.config_reference import text_reference
+
+    try:
+        print(text_reference(section), flush=True)
+    except BrokenPipeError:  # `pretrain config | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
 
 
 def _run_location(run_dir: str) -> Path | str:
@@ -163,7 +204,10 @@ def _plan_sweep(config: str, overrides: list[str], selection: Selection = Select
     from pipeline.sweep_run import format_plan, plan_sweep
 
     sweep = expand_sweep(config, overrides)
-    _, uses = plan_sweep(sweep, selection)
+    decisions, uses = plan_sweep(sweep, selection)
+    warnings = [line for p in sweep.points for line in plan_warnings(p.config, decisions[p.name])]
+    for line in dict.fromkeys(warnings):  # once, however many points share the data_dir
+        print(f"warning: {line}", file=sys.stderr)
     print(f"sweep {sweep.name}: {len(sweep.points)} points under {sweep.where}, "
           f"stage outputs shared in {sweep.location('store')}")
     print(format_table(["point", "overrides"],

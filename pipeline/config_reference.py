@@ -1,7 +1,8 @@
 """The config reference table in README, generated from the config models themselves.
 
 `python -m pipeline.config_reference` prints it; a test checks README holds the same
-table, so the documented keys can never drift from the validated ones.
+table, so the documented keys can never drift from the validated ones. `pretrain config
+[SECTION]` prints the same keys for a terminal (`text_reference`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,46 @@ def markdown() -> str:
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")  # a bare | would end the Markdown table cell
+
+
+def text_reference(section: str | None = None, width: int | None = None) -> str:
+    """The same keys for a terminal (`pretrain config [SECTION]`): each key and its default
+    on one line, its meaning wrapped below it, indented. `section`: only the keys under it
+    (pretrain, pretrain.model, ingest.sources); an unknown one raises ConfigError naming
+    the closest."""
+    import shutil
+    import textwrap
+
+    from pipeline.config import ConfigError
+
+    found = rows()
+    if section:
+        prefix = section.rstrip(".")
+        found = [row for row in found if row[0] == prefix or row[0].startswith((prefix + ".", prefix + "[]."))]
+        if not found:
+            raise ConfigError(f"no config section or key '{section}'; {_closest(prefix)}"
+                              f"sections are: {', '.join(sections())}")
+    width = width or shutil.get_terminal_size().columns
+    key_width = min(max(len(k) for k, _, _ in found), 40)
+    out = []
+    for key, default, meaning in found:
+        out.append(f"{key.ljust(key_width)}  {default.replace('`', '')}")
+        if meaning:
+            out += textwrap.wrap(meaning, width=max(20, width - 4), initial_indent="    ",
+                                 subsequent_indent="    ", break_on_hyphens=False)
+    return "\n".join(out)
+
+
+def sections() -> list[str]:
+    return list(dict.fromkeys(key.split(".", 1)[0] for key, _, _ in rows() if "." in key))
+
+
+def _closest(name: str) -> str:
+    import difflib
+
+    keys = sections() + [key for key, _, _ in rows()]
+    match = difflib.get_close_matches(name, keys, n=1)
+    return f"did you mean '{match[0]}'? " if match else ""
 
 
 def sync_readme(path: str = "README.md") -> None:

@@ -52,13 +52,14 @@ def write_run(workdir: Path, *, name: str = "synthetic", lr: float = 0.001, accu
               stop_before: str | None = None, fail: str | None = None, resumed: bool = False,
               run_started: float | None = None, evaluate_values: dict[str, float] | None = None,
               snapshots: bool = True, config_overrides: dict | None = None,
-              pretrain_metrics: dict | None = None) -> Path:
+              pretrain_metrics: dict | None = None, selected: list[str] | None = None) -> Path:
     """Stages up to `stop_before` are finished; `fail` gets a failure.json instead of a
     manifest. `resumed` logs steps 11-15 twice, the second time with other losses.
     `evaluate_values` ("piqa/acc" -> value) replaces zero/few-shot scores (their intervals
     stay); `snapshots` writes the evaluate stage's snapshots.json (scores across training).
     `config_overrides` ({"pretrain": {"model": {...}}}) is merged key by key into the config
-    (and so into the stages' manifests); `pretrain_metrics` into the pretrain manifest's metrics."""
+    (and so into the stages' manifests); `pretrain_metrics` into the pretrain manifest's metrics.
+    `selected`: the stages the run selected (pipeline.json "selected", as `--only` records it)."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     config = {"name": name, "workdir": str(workdir), "seed": 0,
@@ -70,7 +71,8 @@ def write_run(workdir: Path, *, name: str = "synthetic", lr: float = 0.001, accu
     now = time.time()
     (workdir / "pipeline.json").write_text(json.dumps(
         {"name": name, "config_file": "configs/synthetic.yaml", "stages": fingerprints,
-         "updated": run_started if run_started is not None else now - 100}))
+         "updated": run_started if run_started is not None else now - 100,
+         **({"selected": selected} if selected is not None else {})}))
     for i, stage in enumerate(STAGES):
         if stage == stop_before:
             break

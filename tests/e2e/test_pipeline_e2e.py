@@ -96,7 +96,7 @@ def test_status_shows_one_row_per_stage(finished_run):
     workdir, _, _ = finished_run
     status = pretrain_cli("status", str(workdir))
     assert status.returncode == 0
-    rows = [line for line in status.stdout.splitlines()[2:] if line.strip()]
+    rows = [line for line in status.stdout.splitlines()[3:] if line.strip()]  # after state, header, dashes
     assert len(rows) == len(STAGE_NAMES) and all(" done " in row for row in rows), status.stdout
     assert "sst2/accuracy=" in status.stdout
 
