@@ -74,7 +74,7 @@ def run_pipeline(cfg: ExperimentConfig, selection: Selection = Selection(), *,
     _check_data_dir(cfg, to_run)
     store = open_store(cfg.store_location, cfg.resolved_store)
     result = RunResult(decisions)
-    _write_run_index(cfg, fingerprints, config_path, sweep)
+    _write_run_index(cfg, fingerprints, config_path, sweep, selection)
     write_latest_links(cfg, fingerprints, echo)  # <workdir>/latest/<stage> -> this run's folders
     with RaySession(cfg.ray) as ray_session:
         for decision in decisions:
@@ -206,11 +206,14 @@ def _check_data_dir(cfg: ExperimentConfig, to_run: list[Decision]) -> None:
 
 
 def _write_run_index(cfg: ExperimentConfig, fingerprints: dict, config_path: str | None,
-                     sweep: str | None = None) -> None:
+                     sweep: str | None = None, selection: Selection = Selection()) -> None:
     workdir = cfg.resolved_workdir
     workdir.mkdir(parents=True, exist_ok=True)
+    # "selected": what this run set out to finish (--only / --from), so that a run that
+    # finished them reads as done (pipeline.run_state), not as pending the others.
     index = {"name": cfg.name, "config_file": config_path, "updated": time.time(),
-             "stages": {name: fp for name, (fp, _) in fingerprints.items()}}
+             "stages": {name: fp for name, (fp, _) in fingerprints.items()},
+             "selected": [name for name in fingerprints if name in selection.selected()]}
     if cfg.store_url:
         if cfg.store_url != cfg.workdir_url:
             index["store_url"] = cfg.store_url
