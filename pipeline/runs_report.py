@@ -18,7 +18,8 @@ from typing import Any, Callable
 from pipeline.config import ConfigError
 from pipeline.run_discovery import find_run_dirs
 from pipeline.run_source import load_run_source
-from pipeline.runner import run_store
+from pipeline.run_state import state_of_source
+from pipeline.runner import load_run_index, run_store
 from stages.report.run_table import build_run_table
 from stages.report.run_table_render import run_table_html, run_table_markdown, scaling_parts
 from stages.report.sources import RunSource
@@ -55,8 +56,8 @@ def runs_table(root: str | Path, *, scaling: Callable[[list[RunSource]], tuple[s
     """(the table with its "scaling_html", the scaling section as Markdown); `scaling`
     draws that section (the dashboard passes a ScalingCache); `options` go to build_run_table."""
     local_root = None if "://" in str(root) else Path(root)  # an object-store sweep: its URL
-    sources, locked, problems = load_runs(local_root, run_dirs)
-    table = build_run_table(sources, root=local_root, locked=locked, problems=problems, **options)
+    sources, states, problems = load_runs(local_root, run_dirs)
+    table = build_run_table(sources, root=local_root, states=states, problems=problems, **options)
     if local_root is None:
         table["root"] = str(root)
     _show_urls(table, run_dirs or [])
@@ -92,28 +93,27 @@ def _show_urls(table: dict[str, Any], run_dirs: list[str]) -> None:
 
 
 def load_runs(root: Path | None, run_dirs: list[str] | None = None
-              ) -> tuple[list[RunSource], set[Path], list[dict[str, str]]]:
-    """(the runs under `root` or in `run_dirs`, those with a stage lock held now, runs that
-    could not be read)."""
-    sources, locked, problems = [], set(), []
+              ) -> tuple[list[RunSource], dict[Path, dict[str, Any]], list[dict[str, str]]]:
+    """(the runs under `root` or in `run_dirs`, each one's state by run_dir
+    (`judge_state`), runs that could not be read)."""
+    sources, states, problems = [], {}, []
     for run_dir in (find_run_dirs(root) if run_dirs is None else run_dirs):
         try:
             source = load_run_source(run_dir)
-            if holds_stage_lock(source, run_dir):
-                locked.add(source.run_dir)
+            states[source.run_dir] = judge_state(source, run_dir)
         except (ConfigError, OSError, ValueError) as error:  # being rewritten, or damaged
             problems.append({"run_dir": str(run_dir), "error": f"{type(error).__name__}: {error}"})
             continue
         sources.append(source)
-    return sources, locked, problems
+    return sources, states, problems
 
 
-def holds_stage_lock(source: RunSource, location: str | Path | None = None) -> bool:
-    """A driver is writing one of the run's unfinished stages right now. `location`: where
-    the run lives when that is not source.run_dir (an object-store run's URL; run_dir is
-    then this machine's mirror of it)."""
-    unfinished = [s for s in source.stages if s.fingerprint and s.state in ("incomplete", "not run")]
-    if not unfinished or source.run_dir is None:
-        return False
-    store = run_store(location if location is not None and "://" in str(location) else source.run_dir)
-    return any(store.lock_holder(s.stage, s.fingerprint) is not None for s in unfinished)
+def judge_state(source: RunSource, location: str | Path, now: float | None = None) -> dict[str, Any]:
+    """{state, wall_seconds, stages, not_selected} of a run (pipeline.run_state: a driver
+    holding one of its stage locks is running; what the run did not select is not
+    pending). `location`: where the run lives (an object-store run's URL; source.run_dir
+    is then this machine's mirror of it)."""
+    index = load_run_index(location)
+    state = state_of_source(source, index, run_store(location, index))
+    return {"state": state.state, "wall_seconds": state.wall_seconds(now),
+            "stages": {s.stage: s.state for s in state.stages}, "not_selected": list(state.not_selected)}

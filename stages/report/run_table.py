@@ -14,7 +14,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Mapping
 
 from stages.report.comparison import IGNORED_CONFIG_KEYS, config_differences, flatten, metric_rows, run_labels
 from stages.report.content import build_report
@@ -23,9 +23,6 @@ from stages.report.run_series import read_run_series, samples_per_step
 from stages.report.run_sweep import swept_keys
 from stages.report.sources import RUN_INDEX, RunSource
 
-# A run with no stage lock held is still "running" if it wrote something this recently:
-# the driver is between two stages, or the lock is on a file system we cannot probe.
-ACTIVE_WINDOW_S = 120.0
 FIXED_COLUMNS = (
     {"key": "run", "name": "run", "title": "run", "group": "run", "numeric": False},
     {"key": "directory", "name": "directory", "title": "directory", "group": "run", "numeric": False},
@@ -35,7 +32,8 @@ FIXED_COLUMNS = (
 )
 
 
-def build_run_table(sources: list[RunSource], *, root: Path | None = None, locked: Collection[Path] = (),
+def build_run_table(sources: list[RunSource], *, root: Path | None = None,
+                    states: Mapping[Path, dict[str, Any]] | None = None,
                     problems: list[dict[str, str]] | None = None, now: float | None = None,
                     report_of: Callable[[RunSource], dict] = build_report, with_series: bool = True
                     ) -> dict[str, Any]:
@@ -49,7 +47,11 @@ def build_run_table(sources: list[RunSource], *, root: Path | None = None, locke
     stages: {stage: state}, error, config: {dotted key: value}, series: every logged
     metric (`stages.report.run_series`; None when not `with_series`: the dashboard sends
     them incrementally)}]; swept_keys: the config keys a sweep's points override.
-    `locked`: run directories with a stage lock held now (running for sure); `problems`:
+    values["state"]: done | running | interrupted | failed | never run; rows also carry
+    not_selected: the unfinished stages the run did not select (--only / --from).
+    `states`: run_dir -> {state, wall_seconds, stages, not_selected}, the engine's verdict
+    (pipeline.run_state, which probes stage locks: this layer cannot; a run missing from it
+    is judged by `unprobed_state`); `problems`:
     runs that could not be read ({run_dir, error}), shown above the table; `report_of`:
     the per-run report the scores come from (the dashboard passes a cached one)."""
     now = time.time() if now is None else now
@@ -64,9 +66,9 @@ def build_run_table(sources: list[RunSource], *, root: Path | None = None, locke
     columns += [_metric_column(row) for row in metrics]
     rows = []
     for i, (label, source) in enumerate(zip(labels, sources)):
-        state = run_state(source, now, locked=source.run_dir in locked if source.run_dir else False)
+        judged = (states or {}).get(source.run_dir) or unprobed_state(source)
         values = {"run": label, "directory": _display_dir(source.run_dir, root), "sweep": sweeps[i],
-                  "state": state, "wall_seconds": wall_seconds(source, state, now)}
+                  "state": judged["state"], "wall_seconds": judged["wall_seconds"]}
         contexts = {}
         for row in differences:
             values[f"config:{row['key']}"] = row["values"][i]
@@ -77,7 +79,9 @@ def build_run_table(sources: list[RunSource], *, root: Path | None = None, locke
                 contexts[key] = context
         failed = next((s for s in source.stages if s.state == "failed"), None)
         rows.append({"run_dir": str(source.run_dir or ""), "experiment": source.name, "values": values,
-                     "contexts": contexts, "stages": {s.stage: s.state for s in source.stages},
+                     "contexts": contexts,
+                     "stages": judged.get("stages") or {s.stage: s.state for s in source.stages},
+                     "not_selected": list(judged.get("not_selected") or ()),
                      "error": f"{failed.stage}: {failed.error or 'failed'}" if failed else None,
                      "config": _jsonable(flatten(source.config)),
                      "series": run_series(source) if with_series else None})
@@ -86,37 +90,21 @@ def build_run_table(sources: list[RunSource], *, root: Path | None = None, locke
             "swept_keys": swept_keys(sources)}
 
 
-def run_state(source: RunSource, now: float, *, locked: bool = False) -> str:
-    """done | running | failed | incomplete, over the stages the run's index names (a
-    stage with no fingerprint is not part of the run)."""
+def unprobed_state(source: RunSource) -> dict[str, Any]:
+    """A run's state from its stage records alone, for a caller without the engine's
+    (which also probes stage locks: only it can tell running from interrupted)."""
     stages = [s for s in source.stages if s.fingerprint]
     if any(s.state == "failed" for s in stages):
-        return "failed"
-    if stages and all(s.state == "done" for s in stages):
-        return "done"
-    if locked or now - last_activity(source) < ACTIVE_WINDOW_S:
-        return "running"
-    return "incomplete"  # interrupted, or stopped after a selection (--only)
-
-
-def last_activity(source: RunSource) -> float:
-    """When the run last wrote anything: its start, a stage's end, or a file in an
-    unfinished stage's directory (metrics.jsonl grows while training)."""
-    times = [source.run_started or 0.0]
-    for record in source.stages:
-        times.append(float((record.manifest or {}).get("end_time") or 0.0))
-        if record.state == "incomplete" and record.directory is not None:
-            times += _modified_times(record.directory)
-    return max(times)
-
-
-def wall_seconds(source: RunSource, state: str, now: float) -> float | None:
-    """The finished stages' wall time added up; a running run: the time since it started."""
-    if state == "running" and source.run_started:
-        return max(0.0, now - source.run_started)
-    seconds = [(s.manifest or {}).get("wall_seconds") for s in source.stages if s.state == "done"]
+        state = "failed"
+    elif stages and all(s.state == "done" for s in stages):
+        state = "done"
+    elif any(s.state in ("done", "incomplete") for s in stages):
+        state = "interrupted"
+    else:
+        state = "never run"
+    seconds = [(s.manifest or {}).get("wall_seconds") for s in stages if s.state == "done"]
     seconds = [float(v) for v in seconds if isinstance(v, (int, float))]
-    return sum(seconds) if seconds else None
+    return {"state": state, "wall_seconds": sum(seconds) if seconds else None}
 
 
 def read_sweep_name(run_dir: Path | None) -> str | None:
@@ -201,14 +189,6 @@ def _display_dir(run_dir: Path | None, root: Path | None) -> str:
         if not relative.startswith(".."):
             return relative
     return str(run_dir)
-
-
-def _modified_times(directory: Path) -> list[float]:
-    try:
-        with os.scandir(directory) as entries:
-            return [entry.stat().st_mtime for entry in entries if entry.is_file()]
-    except OSError:
-        return []
 
 
 def _is_number(value: Any) -> bool:

@@ -14,16 +14,32 @@ import stages.report.scaling as scaling
 from pipeline.cli import main
 from pipeline.run_source import load_run_source
 from pipeline.runs_report import render_runs, write_runs_report
-from stages.report.run_table import ACTIVE_WINDOW_S, build_run_table, run_state
+from pipeline.stage_lock import StageLock
+from stages.report.run_table import build_run_table
 from stages.report.run_table_render import format_duration, run_table_html, run_table_markdown
 from tests.synthetic_run import write_run, write_sweep_point
 
 
-def pretrain_running(workdir, **kwargs):
-    """A run whose pretrain stage has logged steps but has no manifest yet."""
+HELD: list[StageLock] = []  # stage locks this test holds, as a live driver would
+
+
+@pytest.fixture(autouse=True)
+def release_locks():
+    yield
+    while HELD:
+        HELD.pop().release()
+
+
+def pretrain_running(workdir, *, locked: bool = True, **kwargs):
+    """A run whose pretrain stage has logged steps but has no manifest yet; `locked`: a
+    driver (this test) holds the stage's lock, as while it trains."""
     workdir = write_run(workdir, stop_before="finetune", **kwargs)
     (manifest,) = workdir.glob("pretrain/*/manifest.json")
     manifest.unlink()
+    if locked:
+        lock = StageLock(manifest.parent.parent / f".{manifest.parent.name}.lock", what="pretrain")
+        lock.acquire()
+        HELD.append(lock)
     return workdir
 
 
@@ -77,19 +93,24 @@ def test_scores_come_with_their_baselines_and_missing_values_stay_missing(tmp_pa
     assert piqa["key"] not in rows["live"]["contexts"]
 
 
-def test_states_follow_the_stages_and_the_clock(tmp_path):
-    done = load_run_source(write_run(tmp_path / "done"))
-    live = load_run_source(pretrain_running(tmp_path / "live"))
-    now = time.time()
-    assert run_state(done, now) == "done"
-    assert run_state(live, now) == "running"  # metrics.jsonl written just now
-    later = now + ACTIVE_WINDOW_S + 200
-    assert run_state(live, later) == "incomplete"  # nothing written for a while: interrupted
-    assert run_state(live, later, locked=True) == "running"  # a driver holds its stage lock
-    # Data stages done, pretrain never started (`--only dataset`, or the driver died between stages).
-    stopped = load_run_source(write_run(tmp_path / "only-data", stop_before="pretrain"))
-    assert run_state(stopped, now) == "running" and run_state(stopped, later) == "incomplete"
-    assert run_state(load_run_source(write_run(tmp_path / "failed", fail="dataset")), now) == "failed"
+def test_states_come_from_locks_and_the_selection_never_from_the_clock(tmp_path):
+    write_run(tmp_path / "done", name="done")
+    pretrain_running(tmp_path / "live", name="live")
+    pretrain_running(tmp_path / "stopped", name="stopped", locked=False)  # killed mid-pretrain
+    write_run(tmp_path / "only", name="only", stop_before="finetune",
+              selected=["ingest", "tokenizer", "dataset", "pretrain"])  # --only ... --only pretrain
+    write_run(tmp_path / "failed", name="failed", fail="dataset")
+    _, markdown, table = render_runs(tmp_path)
+    rows = rows_by_run(table)
+    assert {run: row["values"]["state"] for run, row in rows.items()} == {
+        "done": "done", "live": "running", "stopped": "interrupted", "only": "done", "failed": "failed"}
+    assert rows["only"]["not_selected"] == ["finetune", "evaluate", "report"]
+    assert rows["only"]["stages"]["finetune"] == "not selected" and rows["live"]["stages"]["pretrain"] == "running"
+    assert rows["stopped"]["stages"]["pretrain"] == "interrupted"
+    # Stopped runs' wall time is their finished stages' and no longer grows; a running one's grows.
+    assert rows["only"]["values"]["wall_seconds"] == 4.0 and rows["stopped"]["values"]["wall_seconds"] == 3.0
+    assert rows["live"]["values"]["wall_seconds"] >= 100
+    assert "5 runs (2 done, 1 failed, 1 interrupted, 1 running)" in markdown
 
 
 def test_each_row_carries_every_logged_metric_of_its_run(tmp_path):
