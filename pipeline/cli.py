@@ -66,6 +66,9 @@ def build_parser(extra_commands: Sequence[CommandGroup] = ()) -> argparse.Argume
                      help="when another run is writing a stage of this workdir, wait for it "
                           "(and reuse what it finished) instead of exiting with an error")
     run.add_argument("--sweep-name", help=argparse.SUPPRESS)  # set by `pretrain sweep` for its points
+    run.add_argument("-v", "--verbose", action="store_true",
+                     help="print everything Ray, DeepSpeed and torch print, every worker's output "
+                          "included (by default they go to Ray's log files, named when Ray starts)")
     config_command("plan", "show what would run, what is cached, and why (starts nothing); "
                            "on a sweep, which stage outputs its points share")
     sweep = commands.add_parser(
@@ -136,6 +139,10 @@ def main(argv: list[str] | None = None, extra_commands: Sequence[CommandGroup] =
             print(format_table(["stage", "decision", "fingerprint", "why"],
                                [[d.stage, d.action, d.fingerprint, d.reason] for d in decisions]))
             return 0
+        if args.verbose:
+            from pipeline.worker_console import set_verbose
+
+            set_verbose(True)
         return _run(cfg, selection, args.config, verify=args.verify, wait_lock=args.wait_lock,
                     sweep=args.sweep_name)
     except ConfigError as error:

@@ -11,6 +11,10 @@ Before joining, the head is checked to answer on its port: Ray's own connect ret
 forever when nothing listens there. Starting fails now and then on a loaded machine
 (Ray waits a fixed 30 s for its raylet to register), so a failed start is retried once
 after a pause; then `RayStartError` carries the cause in one line and what to try.
+
+The console shows the pipeline's own lines and the workers' warnings; the rest of what
+Ray's workers print goes to Ray's log files, whose folder is named once when Ray starts
+(pipeline.worker_console; `-v` prints everything).
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from __future__ import annotations
 import os
 import socket
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from urllib.parse import urlparse
 
+from pipeline import worker_console
 from pipeline.interrupts import reinstall as reinstall_sigterm_handler
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -40,10 +46,14 @@ class RayStartError(RuntimeError):
 
 
 class RaySession:
-    def __init__(self, ray_config, *, retry_delay_s: float = RETRY_DELAY_S):
+    def __init__(self, ray_config, *, retry_delay_s: float = RETRY_DELAY_S, verbose: bool | None = None):
         self.ray_config = ray_config
         self.retry_delay_s = retry_delay_s
         self.started = False
+        # -v (PRETRAIN_VERBOSE): Ray prints its own and every worker's lines, as it does alone.
+        self.verbose = worker_console.verbose() if verbose is None else verbose
+        self.logs_dir: Path | None = None
+        self._undo_relay = None
 
     def ensure_started(self, echo=print) -> None:
         import ray  # imported here: `plan`, `status` and cached reruns never pay for it
@@ -60,6 +70,7 @@ class RaySession:
                 self._start_once(ray, address, echo)
                 break
             except Exception as error:  # noqa: BLE001 - any start failure gets one retry
+                self._remove_relay()
                 _end_a_failed_start(ray, children_before)
                 if attempt == START_ATTEMPTS:
                     raise RayStartError(_one_line(error), _hint(address)) from error
@@ -73,16 +84,34 @@ class RaySession:
         # Workers must import `stages` whether or not the project is pip-installed.
         pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
         runtime_env = {"env_vars": {"PYTHONPATH": pythonpath}}
+        # Quiet: worker lines reach the driver and a WorkerConsole picks ours and the
+        # warnings; without Ray's handler list to do that, they stay in the log files.
+        relay = not self.verbose and worker_console.relay_available()
+        options = {} if self.verbose or relay else {"log_to_driver": False}
+        quiet = nullcontext() if self.verbose else worker_console.quiet_ray_driver()
         if address:
             echo(f"connecting to Ray at {address}")
             check_head_answers(address)
-            ray.init(address=address, runtime_env=runtime_env)
+            with quiet:
+                context = ray.init(address=address, runtime_env=runtime_env, **options)
         else:
             # "local": a new instance even when another cluster runs on this machine.
             # The dashboard stays on: Ray Train V2 polls controller state through it,
             # and logs an error every second without it.
-            ray.init(address="local", num_cpus=self.ray_config.num_cpus, runtime_env=runtime_env)
-            echo(f"started local Ray ({ray.cluster_resources().get('CPU', 0):.0f} CPUs)")
+            with quiet:
+                context = ray.init(address="local", num_cpus=self.ray_config.num_cpus,
+                                   runtime_env=runtime_env, **options)
+        session_dir = (getattr(context, "address_info", None) or {}).get("session_dir")
+        self.logs_dir = Path(session_dir) / "logs" if session_dir else None
+        if relay:
+            self._undo_relay = worker_console.install_relay(self.logs_dir)
+        where = f"Ray's log files: {self.logs_dir}" if self.logs_dir else "Ray's log files on each node"
+        shown = "" if self.verbose else " (-v shows them here)"
+        if address:
+            echo(f"connected to Ray; workers' output is in {where}{shown}")
+        else:
+            echo(f"started local Ray ({ray.cluster_resources().get('CPU', 0):.0f} CPUs); "
+                 f"workers' output is in {where}{shown}")
 
     def __enter__(self) -> "RaySession":
         return self
@@ -92,6 +121,12 @@ class RaySession:
             import ray
 
             ray.shutdown()
+        self._remove_relay()
+
+    def _remove_relay(self) -> None:
+        if self._undo_relay is not None:  # Ray's dispatcher outlives the session in this process
+            self._undo_relay()
+            self._undo_relay = None
 
 
 def check_head_answers(address: str) -> None:

@@ -79,7 +79,7 @@ def run_pipeline(cfg: ExperimentConfig, selection: Selection = Selection(), *,
     with RaySession(cfg.ray) as ray_session:
         for decision in decisions:
             if decision.action != "run":
-                echo(f"[{decision.stage}] {decision.action} ({decision.fingerprint})")
+                echo(_not_running(decision))
                 continue
             spec = BY_NAME[decision.stage]
             what = f"stage '{spec.name}' ({decision.fingerprint}) in {store}"
@@ -99,8 +99,8 @@ def run_pipeline(cfg: ExperimentConfig, selection: Selection = Selection(), *,
                 echo(f"[{decision.stage}] running ({decision.fingerprint}): {decision.reason}")
                 manifest = _run_stage(cfg, store, decision, fingerprints, load_stage(spec), lock)
             result.ran.append(decision.stage)
-            echo(f"[{decision.stage}] done in {manifest['wall_seconds']:.1f}s "
-                 f"{_summary(manifest['metrics'])}")
+            summary = _summary(manifest["metrics"])
+            echo(f"[{decision.stage}] done in {manifest['wall_seconds']:.1f}s" + (f" {summary}" if summary else ""))
         result.ray_started = ray_session.started
     return result
 
@@ -245,8 +245,16 @@ def _library_versions() -> dict[str, str]:
     return versions
 
 
+def _not_running(decision: Decision) -> str:
+    if decision.action == "missing":  # "missing" read like a fault; --only / --from left it out
+        return f"[{decision.stage}] not selected ({decision.fingerprint}, not run yet)"
+    return f"[{decision.stage}] {decision.action} ({decision.fingerprint})"
+
+
 def _summary(metrics: dict, limit: int = 4) -> str:
-    shown = [(k, v) for k, v in metrics.items() if isinstance(v, (int, float))][:limit]
+    # Per-task and per-source metrics ("sst2/accuracy") are the stage's own table, printed
+    # above the done line (and in `status`): the done line would only repeat them, worse.
+    shown = [(k, v) for k, v in metrics.items() if isinstance(v, (int, float)) and "/" not in k][:limit]
     return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown)
 
 

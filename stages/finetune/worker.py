@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -53,6 +52,7 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
     from stages.finetune.model_source import load_backbone
     from stages.training.checkpoint import report_checkpoint, restore_latest
     from stages.training.engine import full_fp32_state_dict, optimizer_step
+    from stages.training.progress import ProgressLines
 
     # Ray Train hands train_loop_config to the loop as a dict: the job is its one entry.
     job: FinetuneJob = loop_config["job"]
@@ -82,8 +82,9 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
     scores: dict[str, float] = {}  # the latest of every split's scores, "dev_f1": ...
 
     losses = _LossWindow(tracker, cfg.log_every, engine.device)
-    progress = _progress_bar(rank == 0, job.task, total=micro_batches * cfg.epochs,
-                             initial=micro_batches * first_epoch)
+    progress = ProgressLines(f"[finetune] {job.task}:", micro_batches * cfg.epochs,
+                             initial=micro_batches * first_epoch, unit="batch",
+                             rate_unit="examples") if rank == 0 else None
     dev_outputs = None
     for epoch in range(first_epoch, cfg.epochs):
         engine.train()
@@ -98,7 +99,7 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
             if boundary:
                 losses.maybe_write(engine.global_steps, epoch, lr, grad_norm, last=engine.global_steps == total_steps)
             if progress is not None:
-                progress.update()
+                progress.update(1, amount=len(positions) * world_size)
         if cfg.eval_every_epoch or epoch == cfg.epochs - 1:
             dev_outputs = _predict(engine, data["dev"], cfg.eval_batch_size, rank, world_size)
             # keep_best: every rank scores the same gathered outputs, so all decide alike.
@@ -245,16 +246,6 @@ def _write_npz_atomic(path: Path, arrays: dict[str, np.ndarray]) -> None:
     with open(temp, "wb") as f:
         np.savez(f, **arrays)
     os.replace(temp, path)
-
-
-def _progress_bar(is_main: bool, task: str, total: int, initial: int):
-    if not is_main:
-        return None
-    from tqdm import tqdm
-
-    # Ray forwards worker output line by line, so redraw rarely.
-    return tqdm(total=total, initial=initial, desc=f"finetune {task}", unit="batch", file=sys.stderr,
-                mininterval=10.0, ascii=True, dynamic_ncols=False)
 
 
 class _LossWindow:

@@ -18,9 +18,10 @@ sequences on each of world_size workers. The loop resumes from the last committe
 checkpoint (model, optimizer, lr schedule, data position, RNG), so a killed run that is
 started again continues exactly where its checkpoint left off.
 
-Rank 0 writes metrics.jsonl, shows the progress bar, exports the final model (and the
-snapshots of pretrain.snapshot_every, stages/pretrain/snapshots.py) and draws the samples
-of pretrain.samples (stages/pretrain/samples.py; under ZeRO-3 every rank runs the same
+Rank 0 writes metrics.jsonl, prints a progress line every few steps
+(stages/training/progress.py), exports the final model (and the snapshots of
+pretrain.snapshot_every, stages/pretrain/snapshots.py) and draws the samples of
+pretrain.samples (stages/pretrain/samples.py; under ZeRO-3 every rank runs the same
 forwards); every rank takes part in evaluation (validation loss and the in-loop tasks of
 pretrain.eval_tasks, stages/pretrain/eval_tasks.py), weight gathering and checkpointing,
 which are collective.
@@ -57,6 +58,7 @@ from stages.training.checkpoint import report_checkpoint, restore_latest
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
 from stages.training.engine_settings import EngineSettings
 from stages.training.parallelize import compile_loss_for, parallelize_for
+from stages.training.progress import ProgressLines
 from stages.tracking import open_tracker
 
 
@@ -147,7 +149,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     if is_main and cfg.snapshot_every:
         remove_partial_snapshots(output_dir)
     meter = IntervalMeter(objective.parts, engine.device, sources=mixture_sources)
-    progress = _progress_bar(is_main, cfg.max_steps, step)
+    progress = ProgressLines("[pretrain]", cfg.max_steps, initial=step, rate_unit="tokens") if is_main else None
     train_seconds, steps_this_session, sampling_seconds = 0.0, 0, 0.0
     last_metrics: dict[str, Any] = {}
     engine.train()
@@ -176,10 +178,8 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         record: dict[str, Any] = {}
         if step % cfg.log_every == 0 or step == cfg.max_steps:
             record.update(step=step, **meter.summarize(throughput), lr=lr, grad_norm=grad_norm)
-        if progress is not None:
-            progress.update(1)
-            if "loss" in record:  # the interval's mean, already on the host
-                progress.set_postfix(loss=f"{record['loss']:.3f}", refresh=False)
+        if progress is not None:  # the loss: the last interval's mean, already on the host
+            progress.update(1, amount=tokens_per_step, loss=record.get("loss"))
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
             record.update(step=step, **evaluate(engine, objective, job, rank, world_size))
             if task_evaluator is not None:
@@ -333,13 +333,3 @@ def _snapshot_exists(output_dir: Path, step: int, is_main: bool) -> bool:
     decision = [snapshot_path(output_dir, step).is_dir() if is_main else None]
     dist.broadcast_object_list(decision, src=0)
     return bool(decision[0])
-
-
-def _progress_bar(is_main: bool, total: int, initial: int):
-    if not is_main:
-        return None
-    from tqdm import tqdm
-
-    # Ray forwards worker output line by line, so redraw rarely.
-    return tqdm(total=total, initial=initial, desc="pretrain", unit="step", file=sys.stderr,
-                mininterval=10.0, ascii=True, dynamic_ncols=False)

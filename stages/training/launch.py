@@ -19,11 +19,16 @@ Workers get the repository on PYTHONPATH (so they import `stages` whether or not
 project is pip-installed) and, without GPUs, DS_ACCELERATOR=cpu so that DeepSpeed picks
 its CPU accelerator without probing for CUDA. Ray itself must already be initialised by
 the caller, or Ray Train starts a local instance.
+
+The console shows the pipeline's lines and the workers' warnings (pipeline.worker_console);
+a warning that only DeepSpeed or torch can act on, printed once per rank, is silenced on
+the workers by a filter scoped to its message (KNOWN_NOISE), unless PRETRAIN_VERBOSE (-v).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +38,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 HEALTH_CHECK_INTERVAL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
 HEALTH_CHECK_INTERVAL_S = "0.25"
 PREEMPTION_WATCHER_ENV = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
+VERBOSE_ENV = "PRETRAIN_VERBOSE"  # pipeline.worker_console.VERBOSE_ENV: stages never import the engine
+# (category, message regex): warnings the workers drop unless verbose.
+KNOWN_NOISE = (
+    # DeepSpeed's ZeRO gathers with it on every rank; the deprecation is DeepSpeed's to act on.
+    (FutureWarning, r"`torch\.distributed\.all_gather_into_tensor` is deprecated"),
+)
 
 
 def fit(
@@ -69,6 +80,7 @@ def fit(
     staging = active_staging()
     if staging is not None:
         train_loop_per_worker = loop_for(staging.dispatch(train_loop_per_worker, [loop_config]))
+    train_loop_per_worker = without_known_noise(train_loop_per_worker)
     storage_path, storage_filesystem = ray_storage(storage_path)
     # Ray Train's controller checks on its workers every 2 s by default, and every phase of
     # a run (start, each worker group state, the end) waits for the next check: a run that
@@ -125,6 +137,18 @@ def preemption_watcher_if_multinode() -> Iterator[None]:
         os.environ.pop(PREEMPTION_WATCHER_ENV, None)
 
 
+def without_known_noise(train_loop_per_worker: Callable[[dict], None]) -> Callable[[dict], None]:
+    """The loop, run after filtering KNOWN_NOISE out of the worker's warnings."""
+
+    def train_loop_without_known_noise(loop_config: dict) -> None:
+        if os.environ.get(VERBOSE_ENV, "") in ("", "0"):
+            for category, message in KNOWN_NOISE:
+                warnings.filterwarnings("ignore", message=message, category=category)
+        return train_loop_per_worker(loop_config)
+
+    return train_loop_without_known_noise
+
+
 def ray_storage(storage_path: str | Path):
     """(storage_path, storage_filesystem) for Ray Train's RunConfig. A URL gets a
     pyarrow file system built here, on the driver, from the driver's environment
@@ -171,4 +195,6 @@ def worker_env_vars(use_gpu: bool) -> dict[str, str]:
     env = {"PYTHONPATH": pythonpath, **extensions_env()}
     if not use_gpu:
         env["DS_ACCELERATOR"] = "cpu"
+    if os.environ.get(VERBOSE_ENV):
+        env[VERBOSE_ENV] = os.environ[VERBOSE_ENV]  # -v: workers keep every warning
     return env

@@ -46,12 +46,17 @@ OP_BUILDER = "ShareMemCommBuilder"  # DeepSpeed's builder of deepspeed_shm_comm
 OUR_LOCK_NAME = "build.lock"
 TORCH_LOCK_NAME = "lock"  # FileBaton's file in cpp_extension._jit_compile
 REPORT_EVERY_SECONDS = 30.0
+# Another rank loading the built op holds the lock for ~0.1 s: a wait is only worth a line
+# once it lasts (a real build takes minutes).
+FIRST_REPORT_SECONDS = 5.0
+CONSOLE_PREFIX = "[training]"  # how the driver's console knows a worker line as ours (pipeline.worker_console)
 
 Echo = Callable[[str], object]
 
 
 def print_now(line: str) -> None:
-    print(line, flush=True)  # a Ray worker's stdout is a pipe: unflushed, a wait would look silent
+    # A Ray worker's stdout is a pipe: unflushed, a wait would look silent.
+    print(f"{CONSOLE_PREFIX} {line}", flush=True)
 
 
 def extensions_dir() -> Path:
@@ -145,9 +150,10 @@ def exclusive_build(extensions: Path, op_name: str, *, echo: Echo = print_now,
 
 def _acquire(lock_file, lock_path: Path, op_name: str, echo: Echo, report_every: float,
              poll_seconds: float) -> None:
-    """flock `lock_file`, saying at once and then every `report_every` s whom we wait for."""
+    """flock `lock_file`, saying whom we wait for once the wait lasts (FIRST_REPORT_SECONDS,
+    or `report_every` if shorter), then every `report_every` s."""
     started = time.monotonic()
-    next_report = started
+    next_report = started + min(FIRST_REPORT_SECONDS, report_every)
     while True:
         try:
             fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -51,7 +51,7 @@ def test_unset_address_starts_a_new_local_instance_whatever_runs_here(fake_ray):
     session = RaySession(RayConfig(num_cpus=3))
     session.ensure_started(messages.append)
     assert session.started and calls[0]["address"] == "local" and calls[0]["num_cpus"] == 3
-    assert messages == ["started local Ray (3 CPUs)"]
+    assert len(messages) == 1 and messages[0].startswith("started local Ray (3 CPUs)")
 
 
 def test_a_failed_start_is_retried_once(fake_ray):
@@ -62,7 +62,7 @@ def test_a_failed_start_is_retried_once(fake_ray):
     session.ensure_started(messages.append)
     assert len(calls) == 2 and session.started
     assert messages[0].startswith("could not start Ray (Exception: The current node timed out")
-    assert "trying once more" in messages[0] and messages[1] == "started local Ray (3 CPUs)"
+    assert "trying once more" in messages[0] and messages[1].startswith("started local Ray (3 CPUs)")
 
 
 def test_two_failed_starts_raise_one_line_and_a_hint(fake_ray):
