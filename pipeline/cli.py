@@ -19,7 +19,8 @@ from pathlib import Path
 from pipeline import cli_generate, cli_runs
 from pipeline.config import ConfigError, load_config, parse_override
 from pipeline.graph import STAGE_NAMES
-from pipeline.planner import Selection, last_run_note, plan, plan_warnings
+from pipeline.planner import Selection, plan, plan_warnings
+from pipeline.run_state import last_run_note
 from pipeline.status import format_table, render
 from pipeline.version import VersionAction
 

@@ -16,7 +16,7 @@ from pipeline.fingerprint import compute_all
 from pipeline.graph import BY_NAME, STAGE_NAMES, STAGES, downstream_of
 from pipeline.stage_lock import describe_holder
 from pipeline.remote_store import open_store
-from pipeline.store import RUN_INDEX, ArtifactStore, Damage, describe_damage
+from pipeline.store import ArtifactStore, Damage, describe_damage
 
 Action = Literal["cached", "run", "missing"]
 
@@ -102,20 +102,6 @@ def plan_warnings(cfg: ExperimentConfig, decisions: list[Decision]) -> list[str]
                 f"so `pretrain run` would stop; set DATA_DIR to the shared data folder "
                 f"(`export DATA_DIR=...`) or -o data_dir=PATH"]
     return []
-
-
-def last_run_note(cfg: ExperimentConfig) -> str:
-    """" (last run: done)", the state of the run already in a local workdir (pipeline.run_state);
-    "" when there is none (an object-store workdir is not read: that would fill the mirror)."""
-    from pipeline.run_state import NEVER_RUN, read_run_state
-
-    if cfg.workdir_url or not (cfg.resolved_workdir / RUN_INDEX).is_file():
-        return ""
-    try:
-        state = read_run_state(cfg.resolved_workdir)
-    except (OSError, ValueError, ConfigError):
-        return ""
-    return "" if state.state == NEVER_RUN else f" (last run: {state.describe()})"
 
 
 def _check_inputs_available(decisions: list[Decision]) -> None:

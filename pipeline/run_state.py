@@ -149,6 +149,22 @@ def read_run_state(run_dir, index: dict | None = None, store=None) -> RunState:
     return combine(stages, selected, started=_number(index.get("updated")))
 
 
+def last_run_note(cfg) -> str:
+    """" (last run: done)" for `plan`: the state of the run already in the config's local
+    workdir; "" when there is none (an object-store workdir is not read: that would fill
+    this machine's mirror, and a plan writes nothing)."""
+    from pipeline.config import ConfigError
+    from pipeline.store import RUN_INDEX
+
+    if cfg.workdir_url or not (cfg.resolved_workdir / RUN_INDEX).is_file():
+        return ""
+    try:
+        state = read_run_state(cfg.resolved_workdir)
+    except (OSError, ValueError, ConfigError):
+        return ""
+    return "" if state.state == NEVER_RUN else f" (last run: {state.describe()})"
+
+
 def state_of_source(source, index: dict, store) -> RunState:
     """The state of a run already read for a report (`pipeline.run_source.load_run_source`:
     its stage records say done / failed / incomplete / not run); only the unfinished
