@@ -21,7 +21,7 @@ from typing import Any
 
 from stages.evaluate import metrics
 from stages.evaluate.fewshot import DEFAULT_SEED, draw_demonstrations, select_examples
-from stages.evaluate.prompts import Request, doc_choices, doc_target, example_requests
+from stages.evaluate.prompts import Request, doc_choices, doc_target, example_requests, gold_index
 from stages.evaluate.readers import Rows, read_task_data
 from stages.evaluate.requests import GenerationResult, LoglikelihoodResult, RollingResult, Scorer
 from stages.evaluate.spec import TaskSpec
@@ -200,7 +200,7 @@ def _score_multiple_choice(spec, rows, selection, pairs, seed):
     for i, pair in zip(selection, pairs):
         row, where = rows.rows[i], rows.where[i]
         choices = doc_choices(spec, row, where)
-        gold = doc_target(spec, row, where, choices)
+        gold = gold_index(spec, row, where, choices)
         logprobs = [result.logprob for _, result in pair]
         if len(logprobs) != len(choices):
             raise ValueError(f"{where}: {len(logprobs)} answers for {len(choices)} choices")

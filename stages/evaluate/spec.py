@@ -2,7 +2,11 @@
 
 Tasks are data: the built-in ones live in `stages/evaluate/tasks/<name>.yaml`, and a user
 can point at their own file. Prompt keys are Jinja2 templates with lm-evaluation-harness's
-meaning (so lm-eval's task YAMLs copy over verbatim):
+meaning, forms included: a multiple_choice doc_to_text that gives an index is lm-eval's
+multiple-input form (WinoGrande: the choices are contexts, doc_to_target the continuation;
+see prompts.py), and an empty doc_to_text scores the choices whole (BLiMP). What lm-eval
+does in Python (`!function`, process_docs, filters) has no equivalent here, and its task
+keys that name something else here are refused with what to write instead (LM_EVAL_KEYS):
 
     name: piqa
     kind: multiple_choice               # perplexity | cloze | multiple_choice | generation
@@ -22,6 +26,7 @@ key for a misspelling).
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -50,6 +55,32 @@ _KIND_ONLY_KEYS = {
     "until": "generation", "max_new_tokens": "generation",
 }
 _TEMPLATE_KEYS = ("description", "doc_to_text", "doc_to_target", "doc_to_choice", "count_text")
+
+_SPLITS = "list the files under splits: and pick eval_split: / fewshot_split:"
+_REMOVE = "lm-eval's bookkeeping, not used here: remove it"
+# lm-eval task keys a copied YAML brings along: what each is, here (TaskConfig, 0.4.13).
+LM_EVAL_KEYS = {
+    "task": "write name: instead",
+    "output_type": "write kind: instead (multiple_choice; loglikelihood is cloze; loglikelihood_rolling "
+                   "is perplexity; generate_until is generation)",
+    "dataset_path": "specs read local files: " + _SPLITS, "dataset_name": "specs read local files: " + _SPLITS,
+    "dataset_kwargs": "specs read local files: " + _SPLITS,
+    "training_split": _SPLITS, "validation_split": _SPLITS, "test_split": _SPLITS,
+    "metric_list": "write metrics: [acc, acc_norm] instead",
+    "num_fewshot": "shots are set per run: evaluate.shots in the experiment config",
+    "fewshot_config": "write fewshot_split: and fewshot_sampler: instead",
+    "generation_kwargs": "write until: and max_new_tokens: instead",
+    "process_docs": "a Python function over the rows is not supported: prepare the data file, or do it "
+                    "in the templates",
+    "process_results": "a Python scoring function is not supported: pick metrics: of the task's kind",
+    "filter_list": "answer-extraction filters are not supported",
+    "use_prompt": "promptsource prompts are not supported: write the templates",
+    "include": "not supported: copy the included file's keys into this one",
+    "gen_prefix": "not supported", "doc_to_image": "not supported", "doc_to_audio": "not supported",
+    "repeats": "not supported", "unsafe_code": "not supported",
+    "should_decontaminate": _REMOVE, "doc_to_decontamination_query": _REMOVE, "metadata": _REMOVE,
+    "tag": _REMOVE, "group": _REMOVE, "task_alias": _REMOVE,
+}
 
 
 class SpecError(ValueError):
@@ -150,7 +181,8 @@ class TaskSpec(BaseModel):
                 raise ValueError(f"[{key}] is for kind: {kind} only (this task is kind: {self.kind})")
         if self.kind == "multiple_choice" and self.doc_to_choice is None:
             raise ValueError("[kind] multiple_choice needs doc_to_choice (a list, a field or a template)")
-        if self.kind in ("cloze", "multiple_choice", "generation") and not self.doc_to_text:
+        # multiple_choice may leave it empty: the choices are then scored whole (BLiMP).
+        if self.kind in ("cloze", "generation") and not self.doc_to_text:
             raise ValueError(f"[kind] {self.kind} needs doc_to_text (the prompt template)")
         valid = METRICS_BY_KIND[self.kind]
         for metric in self.metrics:
@@ -187,9 +219,13 @@ def load_task_spec(path: str | Path) -> TaskSpec:
     try:
         raw, lines = load_yaml_with_lines(path)
     except ValueError as error:
-        raise SpecError(str(error)) from None
+        raise SpecError(_explain_function_tag(path) or str(error)) from None
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: a task spec is a mapping (name:, kind:, splits:, ...)")
+    foreign = [f"{where_in_file(path, lines, (key,))}: '{key}' is an lm-eval task key; {LM_EVAL_KEYS[key]}"
+               for key in raw if key in LM_EVAL_KEYS]
+    if foreign:
+        raise SpecError("\n".join(foreign))
     try:
         spec = TaskSpec.model_validate(raw)
     except ValidationError as error:
@@ -204,6 +240,23 @@ def load_task_spec(path: str | Path) -> TaskSpec:
                                 f"{error.message} ({value!r})") from None
     spec._file = str(path)
     return spec
+
+
+def _explain_function_tag(path: Path) -> str | None:
+    """For a YAML that failed to load: lm-eval's `key: !function module.name`, named with
+    its line, or None."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    for number, line in enumerate(text.splitlines(), start=1):
+        found = re.match(r"\s*([\w-]+)\s*:\s*!function\b\s*(\S*)", line)
+        if found:
+            key, target = found.groups()
+            return (f"{path}:{number}: '{key}: !function {target}' is lm-eval's Python function; task specs "
+                    f"run no Python: write '{key}' as a Jinja2 template (a field name, or e.g. "
+                    "\"{{ sentence[:sentence.index('_')] }}\")")
+    return None
 
 
 def builtin_task_names() -> list[str]:
