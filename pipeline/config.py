@@ -12,7 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pipeline.interpolate import MissingVariable, interpolate
 from pipeline.sweep_config import SweepConfig
@@ -99,6 +99,11 @@ class ExperimentConfig(Section):
         if not value or "/" in value or value.startswith("."):
             raise ValueError("must be a plain name (no '/', not starting with '.'), e.g. 'gpt-tiny'")
         return value
+
+    @model_validator(mode="after")
+    def _finetune_tasks_fit_the_model(self) -> "ExperimentConfig":
+        self.finetune.check_model_family(self.pretrain.model.family)  # BERT cannot generate: refused up front
+        return self
 
     @field_validator("workdir", "store")
     @classmethod

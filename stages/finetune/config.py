@@ -10,18 +10,39 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from stages.finetune.tasks.registry import get_task, task_names
+from stages.finetune.tasks.registry import get_task, register_task_spec, task_names
 from stages.section import Section
 
 
+class DecodingConfig(Section):
+    """How sequence-to-sequence tasks generate (`stages.finetune.seq2seq`)."""
+
+    num_beams: int = Field(
+        4, ge=1, description="1 = greedy; more = beam search keeping this many hypotheses (the Transformer "
+        "paper's 4)")
+    length_penalty: float = Field(
+        0.6, description="beam search: a finished hypothesis scores sum(log p) / length**length_penalty "
+        "(transformers' convention; the paper's alpha 0.6)")
+    extra_length: int = Field(
+        50, ge=1, description="generate at most the batch's longest source length + this many tokens (the "
+        "paper's 'input length + 50')")
+
+
 class FinetuneConfig(Section):
+    task_specs: list[str] = Field(
+        default_factory=list,
+        description="sequence-to-sequence task spec YAMLs of your own (source and target files, prefix, lengths, "
+        "metrics; keys in stages/finetune/seq2seq/spec.py), paths relative to the working directory; list each "
+        "one's `name` in tasks")
     tasks: list[str] = Field(
         default_factory=lambda: ["sst2"],
         description="tasks to fine-tune on, one run each (several at once when the cluster "
         f"allows): {', '.join(task_names())} (GLUE under <data_dir>/glue_data/, SQuAD under "
         "<data_dir>/squad/, CoNLL-2003 under <data_dir>/conll2003/); a T5 model fine-tunes every task "
         "as text to text (stages/finetune/text_to_text/: label words, STS-B scores like '3.8', SQuAD "
-        "answers, CoNLL-2003 entity lists like 'EU [ORG] ; German [MISC]'), its source cut at max_seq_len")
+        "answers, CoNLL-2003 entity lists like 'EU [ORG] ; German [MISC]'), its source cut at max_seq_len. "
+        "Sequence to sequence (T5, the original Transformer, GPT; not BERT): multi30k_en_de, multi30k_de_en "
+        "(<data_dir>/mt/multi30k/), dialogsum (<data_dir>/summarization/dialogsum/) and the names of task_specs")
     source: Literal["files", "hub"] = Field(
         "files",
         description="where the tasks' data comes from: files = the official files under data_dir; hub = "
@@ -135,9 +156,48 @@ class FinetuneConfig(Section):
         description="a T5 task whose share of dev generations that cannot be read back (no label word, not a "
         "number) exceeds this gets a warning in the stage output, in its metrics.json (`warnings`) and in the "
         "report's problems")
+    init: Literal["pretrained", "random"] = Field(
+        "pretrained",
+        description="pretrained = start from the pretrain stage's weights (or init_from); random = the same "
+        "architecture and tokenizer with freshly initialised weights (seeded): training from scratch, as the "
+        "Transformer paper did")
+    max_steps: int | None = Field(
+        None, ge=1, description="train exactly this many optimizer steps, in as many epochs as they take (the "
+        "last one cut short; epochs is then not used); null = epochs")
+    lr_decay: Literal["linear", "inverse_sqrt", "cosine", "constant"] = Field(
+        "linear", description="after warmup: linear decay to 0 (BERT's); inverse_sqrt (the Transformer "
+        "paper's, stages/training/schedule.py); cosine; constant")
+    warmup_steps: int | None = Field(
+        None, ge=0, description="optimizer steps of linear warmup; null = warmup_fraction of the run's steps")
+    label_smoothing: float = Field(
+        0.0, ge=0, lt=1, description="sequence-to-sequence tasks: label smoothing of the target tokens' "
+        "cross-entropy (the Transformer paper's 0.1)")
+    dropout: float | None = Field(
+        None, ge=0, lt=1, description="sequence-to-sequence tasks: the model's dropout while fine-tuning (the "
+        "Transformer paper's 0.1); null = the pretrained model's")
+    average_last: int | None = Field(
+        None, ge=2, description="sequence-to-sequence tasks: predict and save with the average of the weights "
+        "of the last N snapshots (the Transformer paper averages the last 5 checkpoints); null = the last "
+        "weights. Needs zero_stage <= 2")
+    average_every: int | None = Field(
+        None, ge=1, description="average_last: a snapshot every N optimizer steps (and at the last); null = "
+        "at the end of every epoch")
+    decoding: DecodingConfig = Field(default_factory=DecodingConfig,
+                                     description="sequence-to-sequence decoding")
     max_failures: int = Field(
         1, ge=0,
         description="times Ray Train restarts a task's workers from the last checkpoint after a failure")
+
+    @field_validator("task_specs")
+    @classmethod
+    def _load_task_specs(cls, paths: list[str]) -> list[str]:
+        names: dict[str, str] = {}
+        for path in paths:  # before tasks (fields validate in order): their names become tasks
+            name = register_task_spec(path).name
+            if name in names:
+                raise ValueError(f"{path} and {names[name]} both name their task {name!r}; give each its own name")
+            names[name] = path
+        return paths
 
     @field_validator("tasks")
     @classmethod
@@ -151,6 +211,18 @@ class FinetuneConfig(Section):
             raise ValueError(f"tasks {duplicates} are listed twice; list each task once")
         return tasks
 
+    def check_model_family(self, family: str) -> None:
+        """A model of `family` (pretrain.model.family) can fine-tune every task listed, or
+        a ValueError names the ones it cannot (the experiment's validator calls this)."""
+        if family != "bert" or self.init_from is not None:  # an init_from BERT is checked below
+            return
+        from stages.finetune.seq2seq.spec import BERT_REFUSAL, Seq2SeqSpec
+
+        generative = [name for name in self.tasks if isinstance(get_task(name), Seq2SeqSpec)]
+        if generative:
+            raise ValueError(f"[finetune] tasks {', '.join(generative)}: pretrain.model.family is bert, and "
+                             f"{BERT_REFUSAL}")
+
     @model_validator(mode="after")
     def _keep_best_is_possible(self) -> "FinetuneConfig":
         if self.keep_best and not self.eval_every_epoch:
@@ -159,4 +231,21 @@ class FinetuneConfig(Section):
         if self.keep_best and self.zero_stage == 3:
             raise ValueError("keep_best loads the best epoch's weights back into the model, which ZeRO-3 "
                              "shards: use zero_stage 0, 1 or 2 with keep_best, or keep_best: false")
+        if self.average_last is not None and self.zero_stage == 3:
+            raise ValueError("[average_last] loads the averaged weights back into the model, which ZeRO-3 shards: "
+                             "use zero_stage 0, 1 or 2 with it, or average_last: null")
+        if self.average_last is not None and self.keep_best:
+            raise ValueError("[average_last] and keep_best both choose the final weights: set one of them")
+        if self.lr_decay == "inverse_sqrt" and not self.warmup_steps:
+            raise ValueError("[lr_decay] inverse_sqrt peaks at the end of warmup: set warmup_steps >= 1 (the "
+                             "Transformer paper's 4000; a few hundred for a small run)")
+        if self.init == "random" and self.init_from is not None:
+            raise ValueError("[init] random starts from fresh weights, but init_from names weights to start from: "
+                             "remove one of them")
+        if self.init_from is not None:  # a Hugging Face BERT folder
+            from stages.finetune.seq2seq.spec import BERT_REFUSAL, Seq2SeqSpec
+
+            generative = [name for name in self.tasks if isinstance(get_task(name), Seq2SeqSpec)]
+            if generative:
+                raise ValueError(f"[tasks] {', '.join(generative)}: init_from is a BERT folder, and {BERT_REFUSAL}")
         return self

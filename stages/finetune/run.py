@@ -196,5 +196,6 @@ def check_task_files(specs: list, data_dir: Path) -> None:
         raise FileNotFoundError(
             f"finetune.tasks needs files that are missing: {', '.join(map(str, missing))}. Put the "
             f"GLUE download (download_glue_data.py layout) under {data_dir}/glue_data/, SQuAD JSON under "
-            f"{data_dir}/squad/, CoNLL-2003 under {data_dir}/conll2003/, or remove those tasks from "
+            f"{data_dir}/squad/, CoNLL-2003 under {data_dir}/conll2003/, a translation or summarization task's "
+            "files where its spec's splits name them (relative to data_dir), or remove those tasks from "
             "finetune.tasks")

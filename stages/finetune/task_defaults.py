@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 
 from stages.finetune.config import FinetuneConfig
+from stages.finetune.seq2seq.spec import BUILTIN_SEQ2SEQ, Seq2SeqDefaults
 from stages.finetune.tasks.glue import GLUE_TASKS
 
 
@@ -42,13 +43,16 @@ TASK_DEFAULTS: dict[str, TaskDefaults] = {
     "squad": TaskDefaults(lr=5e-5, epochs=3, batch_size=32),
     "squad_v2": TaskDefaults(lr=5e-5, epochs=2, batch_size=48),
     "conll2003": TaskDefaults(lr=5e-5, epochs=3, batch_size=32),
+    # Translation and summarization: no paper gives AdamW fine-tuning rates (stages/finetune/seq2seq/spec.py).
+    **{name: Seq2SeqDefaults() for name in BUILTIN_SEQ2SEQ},
 }
 
 
 def config_for_task(cfg: FinetuneConfig, task: str) -> FinetuneConfig:
     """`cfg` with its unset (None) lr, epochs and micro_batch_size filled from the task's
     paper defaults; set values are kept as they are."""
-    defaults = TASK_DEFAULTS[task]
+    # A user's translation or summarization spec (finetune.task_specs) takes the built-ins' defaults.
+    defaults = TASK_DEFAULTS[task] if task in TASK_DEFAULTS else Seq2SeqDefaults()
     per_step = cfg.num_workers * cfg.gradient_accumulation_steps
     filled = {
         "lr": defaults.lr,

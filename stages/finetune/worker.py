@@ -21,6 +21,7 @@ What a worker gets: a `stages.finetune.job.FinetuneJob` (its fields are document
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import time
@@ -66,12 +67,13 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
     torch.manual_seed(seed)
     model = family.worker_model(job, load_backbone(job.source))
     micro_batches = micro_batches_per_epoch(len(train), world_size, cfg.micro_batch_size)
-    total_steps = max(1, micro_batches * cfg.epochs // cfg.gradient_accumulation_steps)
+    num_epochs, total_steps = _run_length(cfg, micro_batches)
     engine = _build_engine(model, cfg, total_steps)
 
     state = restore_latest(engine)
     first_epoch = 0 if state is None else state["epoch"] + 1
     best = _best_checkpoint(job, fresh_start=state is None, rank=rank)
+    snapshots = _weight_snapshots(job, fresh_start=state is None, rank=rank)
     if state is None:
         # Per-rank dropout masks: ranks see different rows, so they should not share noise.
         # A restored run keeps the RNG state it was saved with instead.
@@ -86,10 +88,12 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
                              initial=micro_batches * first_epoch, unit="batch",
                              rate_unit="examples") if rank == 0 else None
     dev_outputs = None
-    for epoch in range(first_epoch, cfg.epochs):
+    for epoch in range(first_epoch, num_epochs):
         engine.train()
         for positions in train_batches(len(train), micro_batch_size=cfg.micro_batch_size,
                                        epoch=epoch, seed=seed, rank=rank, world_size=world_size):
+            if engine.global_steps >= total_steps:  # finetune.max_steps reached mid-epoch
+                break
             lr = engine.get_lr()[0]  # the rate this step's update uses
             loss = engine(**_on_device(_batch(train, positions, family), engine.device))[-1]
             engine.backward(loss)
@@ -98,9 +102,11 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
             losses.add(loss, len(positions))
             if boundary:
                 losses.maybe_write(engine.global_steps, epoch, lr, grad_norm, last=engine.global_steps == total_steps)
+                _maybe_snapshot(snapshots, engine, cfg, total_steps, rank, epoch_end=False)
             if progress is not None:
                 progress.update(1, amount=len(positions) * world_size)
-        if cfg.eval_every_epoch or epoch == cfg.epochs - 1:
+        _maybe_snapshot(snapshots, engine, cfg, total_steps, rank, epoch_end=True)
+        if cfg.eval_every_epoch or epoch == num_epochs - 1:
             dev_outputs = _predict(engine, data["dev"], cfg.eval_batch_size, rank, world_size)
             # keep_best: every rank scores the same gathered outputs, so all decide alike.
             dev_scores = _score(job.scorers, {"dev": dev_outputs}) if tracker is not None or best is not None else {}
@@ -129,6 +135,11 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
         if tracker is not None:
             tracker.log({"best_epoch": best.best_epoch, f"best_dev_{best.metric}": best.record["score"]},
                         step=engine.global_steps)
+    if snapshots is not None:  # finetune.average_last: the averaged weights predict and are saved
+        dist.barrier()  # rank 0's last snapshot is on disk before anyone reads it
+        best_state = snapshots.average()
+        engine.module.load_state_dict(best_state)  # ZeRO <= 2: the module holds whole weights
+        dev_outputs, scores = None, {}
     # The last epoch's dev evaluation is the final one (none ran if this run resumed
     # from the last epoch's checkpoint).
     outputs = {split: (dev_outputs if split == "dev" and dev_outputs is not None else
@@ -149,6 +160,41 @@ def finetune_worker(loop_config: dict[str, Any]) -> None:
         tracker.finish()
     if cfg.save_model:
         _export_model(engine, job, family, task_dir / MODEL_DIR, rank, state_dict=best_state)
+
+
+def _run_length(cfg, micro_batches: int) -> tuple[int, int]:
+    """(epochs, optimizer steps): finetune.epochs of the training set, or finetune.max_steps
+    steps in as many epochs as they take (the last one cut short)."""
+    steps_per_epoch = max(1, micro_batches // cfg.gradient_accumulation_steps)
+    if cfg.max_steps is not None:
+        return math.ceil(cfg.max_steps / steps_per_epoch), cfg.max_steps
+    return cfg.epochs, max(1, micro_batches * cfg.epochs // cfg.gradient_accumulation_steps)
+
+
+def _weight_snapshots(job: FinetuneJob, *, fresh_start: bool, rank: int):
+    """finetune.average_last: the last N weight snapshots, on disk (they survive a resume);
+    None when the option is off."""
+    if job.config.average_last is None:
+        return None
+    from stages.finetune.seq2seq.average import AVERAGE_DIR, WeightSnapshots
+
+    snapshots = WeightSnapshots(Path(job.task_dir) / AVERAGE_DIR, keep=job.config.average_last)
+    if fresh_start and rank == 0:
+        snapshots.forget()
+    dist.barrier()  # nobody snapshots before rank 0 has removed an older run's
+    return snapshots
+
+
+def _maybe_snapshot(snapshots, engine, cfg, total_steps: int, rank: int, *, epoch_end: bool) -> None:
+    """Every rank calls it at the same points: gathering the weights is collective."""
+    from stages.finetune.seq2seq.average import snapshot_due
+    from stages.training.engine import full_fp32_state_dict
+
+    if snapshots is None or not snapshot_due(engine.global_steps, total_steps, cfg.average_every, epoch_end):
+        return
+    state = full_fp32_state_dict(engine)
+    if rank == 0:
+        snapshots.save(state, engine.global_steps)
 
 
 def _build_engine(model: torch.nn.Module, cfg, total_steps: int):

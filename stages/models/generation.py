@@ -193,9 +193,10 @@ def _beam_search(step: Callable[[torch.Tensor], torch.Tensor], reorder: Callable
     """Keep the num_beams best continuations of each row's prefix by summed
     log-probability. `ids` (B*K, T0): each prefix repeated K times; `step(ids)` gives the
     next token's logits (B*K, V) and keeps the model's cache; `reorder(rows)` makes the
-    cache follow the surviving hypotheses. A continuation that emits EOS becomes a finished
-    hypothesis scored sum / length**length_penalty (length: the tokens generated, EOS
-    included); a row stops once it has num_beams of them (early stopping: in a batch, its
+    cache follow the surviving hypotheses. A continuation among the K best candidates that
+    emits EOS becomes a finished hypothesis scored sum / length**length_penalty (length:
+    the tokens generated, EOS included; the K best of them are kept), as transformers'
+    `generate(num_beams=K, length_penalty=..., early_stopping=True)` does; a row stops once it has num_beams of them (early stopping: in a batch, its
     beams are not extended further while other rows go on) or at max_new_tokens. Returns each row's best hypothesis, (B, T0 + n), padded with pad_token_id."""
     K, device, prompt_len = num_beams, ids.device, ids.size(1)
     B = ids.size(0) // K
@@ -217,13 +218,16 @@ def _beam_search(step: Callable[[torch.Tensor], torch.Tensor], reorder: Callable
                 next_rows[b] = torch.arange(b * K, b * K + K, device=device)
                 next_tokens[b] = pad_token_id
                 continue
-            for score, k, t in zip(top_scores[b].tolist(), beam[b].tolist(), token[b].tolist()):
+            for rank, (score, k, t) in enumerate(zip(top_scores[b].tolist(), beam[b].tolist(), token[b].tolist())):
                 if score == float("-inf") or kept == K:
                     break
                 if eos_token_id is not None and t == eos_token_id:
-                    if len(finished[b]) < K:
+                    # As transformers: an EOS finishes a hypothesis only from among the K best
+                    # candidates, and the K best finished ones (by normalised score) are kept.
+                    if rank < K:
                         sequence = torch.cat([ids[b * K + k], ids.new_tensor([t])])
                         finished[b].append((score / (sequence.numel() - prompt_len) ** length_penalty, sequence))
+                        finished[b] = sorted(finished[b], key=lambda h: h[0], reverse=True)[:K]
                     continue
                 next_scores[b, kept], next_rows[b, kept], next_tokens[b, kept] = score, b * K + k, t
                 kept += 1

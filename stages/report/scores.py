@@ -22,9 +22,11 @@ GLUE_OFFICIAL = {"cola": ("matthews_corrcoef",), "mrpc": ("f1", "accuracy"), "qq
 GLUE_RULE = ("GLUE's rule: each task's official score (CoLA: MCC; MRPC, QQP: mean of F1 and accuracy; "
              "STS-B: mean of Pearson and Spearman; MNLI: mean of matched and mismatched accuracy; "
              "others: accuracy), then their mean")
-# Official scores of GLUE / SQuAD / CoNLL tasks; "f1_PER" or "f1/PER" (a CoNLL entity
+# Official scores of GLUE / SQuAD / CoNLL tasks, and of translation and summarization
+# (sacreBLEU's bleu and chrf, rouge1/2/L/Lsum); "f1_PER" or "f1/PER" (a CoNLL entity
 # type) count as scores too. Counts like "sst2/train_examples" do not.
-SCORE = re.compile(r"^(accuracy|f1|matthews(_corrcoef)?|pearson|spearman|exact_match|em)([_/].+)?$")
+SCORE = re.compile(r"^(accuracy|f1|matthews(_corrcoef)?|pearson|spearman|exact_match|em|bleu|chrf|rouge(1|2|L|Lsum))"
+                   r"([_/].+)?$")
 _Z95 = 1.959963984540054  # standard normal quantile of 0.975
 
 

@@ -106,8 +106,11 @@ class EngineSettings:
             lr=cfg.lr,
             weight_decay=cfg.weight_decay,
             adam_betas=tuple(cfg.adam_betas),
-            warmup_steps=round(cfg.warmup_fraction * total_steps),
+            # finetune.warmup_steps and lr_decay (inverse_sqrt for a Transformer trained from scratch)
+            # where set; else the BERT paper's fraction and linear decay.
+            warmup_steps=(getattr(cfg, "warmup_steps", None) if getattr(cfg, "warmup_steps", None) is not None
+                          else round(cfg.warmup_fraction * total_steps)),
             max_steps=total_steps,
-            lr_decay="linear",
+            lr_decay=getattr(cfg, "lr_decay", "linear"),
             min_lr_ratio=0.0,
         )

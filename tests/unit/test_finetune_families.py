@@ -13,21 +13,29 @@ import torch
 from stages.finetune.config import FinetuneConfig
 from stages.finetune.families.registry import FAMILIES, FAMILY_NAMES, family_for, family_named
 from stages.finetune.job import FinetuneJob
+from stages.finetune.seq2seq.spec import Seq2SeqSpec
 from stages.finetune.tasks import ConllSpec, SquadSpec, TaskSpec, get_task, task_names
 from tests.engine_subprocess import run_engine_script
 
-KIND_FAMILY = {TaskSpec: "glue", SquadSpec: "squad", ConllSpec: "conll"}
+KIND_FAMILY = {TaskSpec: "glue", SquadSpec: "squad", ConllSpec: "conll", Seq2SeqSpec: "seq2seq"}
 
 
 @pytest.mark.parametrize("model_family", ["gpt", "bert"])
 def test_a_head_model_gets_the_family_of_its_task_kind(model_family):
     for name in task_names():
         spec = get_task(name)
+        if isinstance(spec, Seq2SeqSpec) and model_family == "bert":  # no decoder: refused
+            with pytest.raises(ValueError, match=f"task {name}: a BERT model is an encoder only"):
+                family_for(spec, model_family)
+            continue
         assert family_for(spec, model_family).name == KIND_FAMILY[type(spec)], name
 
 
 def test_a_t5_fine_tunes_every_task_kind_as_text_to_text():
-    assert {family_for(get_task(name), "t5").name for name in task_names()} == {"text_to_text"}
+    # translation and summarization are text to text already: their own family (for GPT too)
+    assert {family_for(get_task(name), "t5").name for name in task_names()
+            if not isinstance(get_task(name), Seq2SeqSpec)} == {"text_to_text"}
+    assert family_for(get_task("multi30k_en_de"), "t5").name == "seq2seq"
 
 
 def test_a_t5_refuses_a_task_kind_without_a_text_format():
@@ -42,7 +50,7 @@ def test_a_t5_refuses_a_task_kind_without_a_text_format():
 def test_families_are_found_by_their_unique_names():
     assert len(set(FAMILY_NAMES)) == len(FAMILIES)
     assert all(family_named(family.name) is family for family in FAMILIES)
-    with pytest.raises(ValueError, match="unknown task family 'glu'; known: text_to_text, squad, conll, glue"):
+    with pytest.raises(ValueError, match="unknown task family 'glu'; known: seq2seq, text_to_text, squad, conll, glue"):
         family_named("glu")
 
 
@@ -55,7 +63,7 @@ def job(**changes) -> FinetuneJob:
 
 def test_a_bad_job_fails_in_the_driver():
     assert job().family == "glue"
-    with pytest.raises(ValueError, match="task sst2: unknown task family 'gleu'; known: text_to_text, squad"):
+    with pytest.raises(ValueError, match="task sst2: unknown task family 'gleu'; known: seq2seq, text_to_text, squad"):
         job(family="gleu")
     with pytest.raises(ValueError, match="must include 'dev'"):
         job(predict_splits=("test",), scorers={})

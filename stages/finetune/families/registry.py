@@ -16,15 +16,21 @@ from stages.finetune.families.base import TaskFamily
 from stages.finetune.families.conll import ConllFamily
 from stages.finetune.families.glue import GlueFamily
 from stages.finetune.families.squad import SquadFamily
+from stages.finetune.families.seq2seq import Seq2SeqFamily
 from stages.finetune.families.text_to_text import TextToTextFamily
+from stages.finetune.seq2seq.spec import BERT_REFUSAL, Seq2SeqSpec
 
-FAMILIES: tuple[TaskFamily, ...] = (TextToTextFamily(), SquadFamily(), ConllFamily(), GlueFamily())
+# Seq2SeqFamily first: it takes translation and summarization on T5 and GPT alike, before
+# TextToTextFamily claims every other task of a T5.
+FAMILIES: tuple[TaskFamily, ...] = (Seq2SeqFamily(), TextToTextFamily(), SquadFamily(), ConllFamily(), GlueFamily())
 FAMILY_NAMES: tuple[str, ...] = tuple(family.name for family in FAMILIES)
 
 
 def family_for(spec, model_family: str) -> TaskFamily:
     """The family that fine-tunes task `spec` on a model of `model_family` ("gpt",
     "bert", "t5"); a ValueError that says what to do when there is none."""
+    if isinstance(spec, Seq2SeqSpec) and model_family == "bert":
+        raise ValueError(f"task {spec.name}: {BERT_REFUSAL}")
     for family in FAMILIES:
         if family.model_families is not None and model_family not in family.model_families:
             continue
