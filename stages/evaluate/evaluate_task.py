@@ -21,6 +21,7 @@ from typing import Any
 
 from stages.evaluate import metrics
 from stages.evaluate.fewshot import DEFAULT_SEED, draw_demonstrations, select_examples
+from stages.evaluate.generation_task import score_text_generation, uses_text_metrics
 from stages.evaluate.prompts import Request, doc_choices, doc_target, example_requests, gold_index
 from stages.evaluate.readers import Rows, read_task_data
 from stages.evaluate.requests import GenerationResult, LoglikelihoodResult, RollingResult, Scorer
@@ -215,6 +216,8 @@ def _score_multiple_choice(spec, rows, selection, pairs, seed):
 
 
 def _score_generation(spec, rows, selection, pairs, seed):
+    if uses_text_metrics(spec):  # BLEU, chrF, ROUGE of whole outputs (generation_task.py)
+        return score_text_generation(spec, rows, selection, pairs, seed)
     records, exact, f1 = [], [], []
     for i, pair in zip(selection, pairs):
         (_, result), = pair

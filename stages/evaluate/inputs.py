@@ -30,7 +30,8 @@ def task_files(tasks: list[str], data_dir: Path, prefix: str = SPEC_PREFIX) -> d
         path = spec_path(task)
         files[f"{prefix}/{task if '/' in task else path.name}"] = str(path)
         for split in resolve_task_spec(task).splits.values():
-            for relative in (split.path, split.labels):
+            aligned = [str(Path(split.path).parent / name) for name in split.aligned.values()]
+            for relative in (split.path, split.labels, *aligned):
                 if relative and (Path(data_dir) / relative).is_dir():  # a folder of Parquet shards
                     files.update(local_tree(Path(data_dir) / relative, relative))
                 elif relative:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stages.evaluate.aligned_lines import read_aligned_lines
 from stages.evaluate.spec import DataFile, TaskSpec
 
 
@@ -222,7 +223,7 @@ def _read_parquet(path: Path, file: DataFile, key: str) -> tuple[list[dict], lis
 
 
 _READERS = {"jsonl": _read_jsonl, "json": _read_squad_json, "text": _read_text, "tsv": _read_tsv,
-            "copa_xml": _read_copa_xml, "parquet": _read_parquet}
+            "copa_xml": _read_copa_xml, "parquet": _read_parquet, "lines": read_aligned_lines}
 
 
 def _attach_labels(labels_path: Path, file: DataFile, key: str, data_path: Path, rows: list[dict]) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from stages.evaluate.config import EvaluateConfig
 from stages.evaluate.evaluate_task import TaskPlan, TaskReport, merge_answered, plan_task, run_requests, score_task
+from stages.evaluate.generation_task import write_generation_texts
 from stages.evaluate.spec import TaskSpec, resolve_task_spec
 from stages.ray_tasks import map_tasks
 
@@ -149,6 +150,7 @@ def write_outputs(output_dir: Path, reports: list[TaskReport], metrics_log) -> N
         with open(output_dir / "examples" / f"{report.task}.jsonl", "w", encoding="utf-8") as f:
             f.writelines(json.dumps(record, default=float) + "\n" for record in report.examples)
         metrics_log.log({"task": report.task, "shots": report.shots, **report.metrics()})
+        write_generation_texts(output_dir, report)  # texts/<task>/hyp.txt, ref.txt: what BLEU/ROUGE scored
     results = {report.task: report.to_dict() for report in reports}
     (output_dir / "results.json").write_text(json.dumps(results, indent=2, default=float) + "\n",
                                              encoding="utf-8")

@@ -34,6 +34,7 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from stages.evaluate.templates import check_template
+from stages.evaluate.text_generation_spec import TEXT_METRIC_NAMES, TextBaseline, check_text_generation
 from stages.validation_errors import explain_validation_error, where_in_file
 from stages.yaml_lines import load_yaml_with_lines
 
@@ -45,14 +46,14 @@ METRICS_BY_KIND: dict[str, tuple[str, ...]] = {
     "perplexity": ("token_perplexity", "word_perplexity", "byte_perplexity", "bits_per_byte"),
     "cloze": ("acc", "perplexity"),
     "multiple_choice": ("acc", "acc_norm", "acc_bytes", "f1", "mcc"),
-    "generation": ("exact_match", "f1"),
+    "generation": ("exact_match", "f1", *TEXT_METRIC_NAMES),  # bleu, chrf, rouge: text_generation_spec.py
 }
 
 # Keys that only mean something for one kind; setting them elsewhere is a mistake.
 _KIND_ONLY_KEYS = {
     "stride": "perplexity", "count_text": "perplexity", "word_count": "perplexity",
     "doc_to_choice": "multiple_choice",
-    "until": "generation", "max_new_tokens": "generation",
+    "until": "generation", "max_new_tokens": "generation", "baseline": "generation",
 }
 _TEMPLATE_KEYS = ("description", "doc_to_text", "doc_to_target", "doc_to_choice", "count_text")
 
@@ -93,12 +94,18 @@ class DataFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str = Field(description="file relative to data_dir, e.g. eval/piqa/valid.jsonl")
-    format: Literal["jsonl", "json", "text", "tsv", "copa_xml", "parquet"] = Field(
+    format: Literal["jsonl", "json", "text", "tsv", "copa_xml", "parquet", "lines"] = Field(
         description="jsonl: one JSON object per line; json: the official SQuAD layout, one row per "
         "question (id, title, context, question, answers.text, answers.answer_start); text: plain "
         "text, one row {text} per document; tsv: tab-separated, no quoting (GLUE); copa_xml: the "
         "original COPA release (premise, choice1, choice2, question, label, idx); parquet: a file "
-        "or a folder of *.parquet files (the ingest stage's shards: id, text, ...), one row per record")
+        "or a folder of *.parquet files (the ingest stage's shards: id, text, ...), one row per record; "
+        "lines: one row per line (blank lines kept), {field: line} plus the same line of each aligned "
+        "file (parallel text, stages/evaluate/aligned_lines.py)")
+    field: str = Field("text", description="lines format: the field each line of path goes in (e.g. en)")
+    aligned: dict[str, str] = Field(
+        default_factory=dict, description="lines format: {field: file} read line by line beside path "
+        "(relative to its folder), e.g. {de: newstest2014.de}")
     labels: str | None = Field(
         None, description="file with one label per line, same order as the rows (PIQA's .lst); "
         "stored in the field named by label_field (digits become integers)")
@@ -120,6 +127,8 @@ class DataFile(BaseModel):
             raise ValueError("'documents' is for format: text only")
         if self.format != "tsv" and self.columns is not None:
             raise ValueError("'columns' is for format: tsv only")
+        if self.format != "lines" and {"field", "aligned"} & self.model_fields_set:
+            raise ValueError("'field' and 'aligned' are for format: lines only")
         if self.rows is not None and not 0 <= self.rows[0] < self.rows[1]:
             raise ValueError(f"rows must be [start, stop) with 0 <= start < stop, got {list(self.rows)}")
         return self
@@ -164,6 +173,9 @@ class TaskSpec(BaseModel):
         "words_plus_lines = whitespace words + one per line (Mikolov's PTB count, <eos> per line)")
     until: list[str] = Field(default_factory=lambda: ["\n"], description="generation: stop strings")
     max_new_tokens: int = Field(32, ge=1, description="generation: most tokens generated")
+    baseline: TextBaseline | None = Field(
+        None, description="generation scored with bleu/chrf/rouge: the output made without a model "
+        "({output: template, name: text}), scored the same way")
     _file: str | None = PrivateAttr(None)  # set by load_task_spec; errors at run time name it
 
     @field_validator("name")
@@ -184,6 +196,7 @@ class TaskSpec(BaseModel):
         # multiple_choice may leave it empty: the choices are then scored whole (BLiMP).
         if self.kind in ("cloze", "generation") and not self.doc_to_text:
             raise ValueError(f"[kind] {self.kind} needs doc_to_text (the prompt template)")
+        check_text_generation(self)
         valid = METRICS_BY_KIND[self.kind]
         for metric in self.metrics:
             if metric not in valid:

@@ -28,6 +28,9 @@ EXPECTED_ROWS = {
     "wnli": (71, 635),
     "qnli": (5463, 5463),
     "squad": (10570, 10570),
+    "wmt14_en_de": (3003, 3003),  # newstest2014 full; demonstrations: other test pairs
+    "multi30k_en_de": (1000, 29000),  # test 2016 Flickr; demonstrations: the training pairs
+    "dialogsum_tldr": (500, 500),
 }
 
 
