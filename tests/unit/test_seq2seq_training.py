@@ -133,3 +133,31 @@ def test_averaging_keeps_the_last_n_snapshots_and_takes_their_mean(tmp_path):
     assert torch.equal(snapshots.average()["w"], torch.full((2,), 4.0))
     assert [snapshot_due(step, 25, 10, False) for step in (9, 10, 20, 25)] == [False, True, True, True]
     assert snapshot_due(3, 25, None, True) and not snapshot_due(10, 25, None, False)
+
+
+def test_dialogsum_scores_rouge_against_its_three_references_and_writes_each(tmp_path_factory, tmp_path):
+    """The built-in summarization task: JSONL, no train split (carved from dev), test with
+    three references per dialogue, ROUGE with the first turn as baseline."""
+    from stages.finetune.tasks import get_task
+
+    model_dir = write_seq2seq_model(tmp_path_factory.mktemp("t5sum"), "t5")
+    source = resolve_model_source(None, model_dir)
+    spec = get_task("dialogsum")
+    cfg = config_for_task(FinetuneConfig(tasks=["dialogsum"], max_train_examples=8, max_eval_examples=4,
+                                         decoding={"num_beams": 1}), "dialogsum")
+    task = TaskRequest(spec=spec, cfg=cfg, seed=0, source=source, data_dir=MULTI30K.parents[1])
+    family = family_for(spec, "t5")
+    ready = family.prepare(task)
+    rows = ready.data["rows"]
+    assert (len(rows["train"]), len(rows["dev"]), len(rows["test"])) == (8, 4, 4)
+    assert not set(rows["train"].sources) & set(rows["dev"].sources)  # dev rows held out from training
+    # A "model" that outputs each dialogue's first tokens: scored like any generation.
+    outputs = {split: np.where(ready.encoded[split].attention_mask[:, :20] > 0,
+                               ready.encoded[split].input_ids[:, :20], -1).astype(np.float32)
+               for split in ("dev", "test")}
+    metrics = family.write_outputs(task, ready, outputs, tmp_path)
+    assert [p.name for p in sorted((tmp_path / "test").glob("ref*.txt"))] == ["ref0.txt", "ref1.txt", "ref2.txt"]
+    assert read_lines(tmp_path / "test" / "ref2.txt")[0] == rows["test"].references[0][2]
+    assert {"rouge1", "rouge2", "rougeL", "rougeLsum", "test_rougeL", "test_rougeL_baseline"} <= set(metrics)
+    assert metrics["references_per_example"] == 3 and metrics["test_rouge1"] > 0
+    assert "nrefs-combined:mean" in metrics["test_rouge1_signature"]
