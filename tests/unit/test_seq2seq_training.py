@@ -161,3 +161,15 @@ def test_dialogsum_scores_rouge_against_its_three_references_and_writes_each(tmp
     assert {"rouge1", "rouge2", "rougeL", "rougeLsum", "test_rougeL", "test_rougeL_baseline"} <= set(metrics)
     assert metrics["references_per_example"] == 3 and metrics["test_rouge1"] > 0
     assert "nrefs-combined:mean" in metrics["test_rouge1_signature"]
+
+
+def test_zero3_is_refused_where_ranks_would_decode_out_of_step(tmp_path):
+    """ZeRO-3 gathers weights in every forward, on every rank together: a GPT's or a beam
+    search's decoding loops per rank would hang the run, so they are refused before training."""
+    source = resolve_model_source(None, write_seq2seq_model(tmp_path, "gpt"))
+    for changes, message in (({"zero_stage": 3, "decoding": {"num_beams": 1}}, "a GPT decodes each rank's rows"),
+                             ({"zero_stage": 3}, "beam search decodes each rank's rows")):
+        cfg = config_for_task(FinetuneConfig(tasks=["multi30k_en_de"], **changes), "multi30k_en_de")
+        with pytest.raises(ValueError, match=message):
+            family_for(tiny_spec(), "gpt").prepare(TaskRequest(spec=tiny_spec(), cfg=cfg, seed=0, source=source,
+                                                               data_dir=MULTI30K))

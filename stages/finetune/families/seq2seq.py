@@ -58,6 +58,9 @@ class Seq2SeqFamily(TaskFamily):
                              "every rank in every forward pass: set finetune.decoding.num_beams: 1 (greedy keeps "
                              "the ranks in step) or zero_stage <= 2")
         layout = layout_of(source["family"])
+        if layout == "decoder_only" and cfg.zero_stage == 3:
+            raise ValueError(f"task {spec.name}: a GPT decodes each rank's rows on its own, but ZeRO-3 needs every "
+                             "rank in every forward pass: use zero_stage <= 2 for sequence-to-sequence tasks on a GPT")
         rows = read_rows(request)
         encoded, facts = {}, {}
         for split, split_rows in rows.items():
@@ -103,8 +106,10 @@ class Seq2SeqFamily(TaskFamily):
         if cfg.dropout is not None:
             set_dropout(backbone, cfg.dropout)
         end_id, _ = special_ids(plain_tokenizer(job.source["tokenizer"]), layout_of(job.source["family"]))
-        return self.build_model(job.head_config, backbone, decoding=Decoding.from_config(cfg.decoding),
-                                label_smoothing=cfg.label_smoothing, end_id=end_id)
+        model = self.build_model(job.head_config, backbone, decoding=Decoding.from_config(cfg.decoding),
+                                 label_smoothing=cfg.label_smoothing, end_id=end_id)
+        model.synced_ranks = cfg.zero_stage == 3  # greedy decoding keeps the ranks in step (model.py)
+        return model
 
     def write_outputs(self, request: TaskRequest, prepared: PreparedTask, outputs: dict[str, np.ndarray],
                       task_dir: Path) -> dict[str, Any]:

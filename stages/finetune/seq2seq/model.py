@@ -96,12 +96,17 @@ class EncoderDecoderSeq2Seq(TextToTextModel):
         from stages.models.generation import generate_seq2seq
 
         input_ids, attention_mask, _ = trimmed(input_ids, attention_mask)
-        longest = input_ids.size(1)
         end = self.backbone.config.eos_token_id
-        ids = generate_seq2seq(self.backbone, input_ids, attention_mask,
-                               max_new_tokens=min(self.max_target_len, longest + self.decoding.extra_length),
+        import torch.distributed as dist
+
+        # ZeRO-3 (greedy only; families.seq2seq refuses beams there): every rank decodes the
+        # same number of steps, so the limit is the fixed width, not this rank's longest source.
+        synced = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1 and \
+            self.decoding.num_beams == 1 and getattr(self, "synced_ranks", False)
+        limit = self.max_target_len if synced else min(self.max_target_len, input_ids.size(1) + self.decoding.extra_length)
+        ids = generate_seq2seq(self.backbone, input_ids, attention_mask, max_new_tokens=limit,
                                num_beams=self.decoding.num_beams, length_penalty=self.decoding.length_penalty,
-                               eos_token_id=end)[:, 1:]  # the decoder start token dropped
+                               eos_token_id=end, synced_ranks=synced)[:, 1:]  # the decoder start token dropped
         return _fixed_width(ids, end, self.max_target_len), None
 
 
