@@ -8,11 +8,13 @@ parameters; see baselines.split_sentences) and rejoined with newlines. ROUGE-1/2
 tokenize newlines as spaces, so the split changes only ROUGE-Lsum.
 
 Several references per example (DialogSum test has three): each example's score is the
-MEAN of its scores against each reference (`multi_reference="mean"`), which is how the
-DialogSum authors report test ROUGE (Chen et al., 2021: scores against each of the three
-annotators' summaries, averaged), rather than rouge-score's `score_multi`, the max over
-references, which rewards an output for resembling whichever annotator is closest;
-`multi_reference="max"` gives that one.
+MEAN of its scores against each reference (`multi_reference="mean"`). That is our reading
+of how the DialogSum paper (Chen et al., Findings of ACL 2021) reports test ROUGE: the
+output against each annotator's summary, averaged; the authors' repository only shows a
+baseline scored against summary1, and the paper's exact wording could not be checked from
+here. The mean keeps every annotator's view, where rouge-score's `score_multi` (the max
+over references, `multi_reference="max"` here) rewards resembling whichever annotator is
+closest and rises with the number of references.
 """
 
 from __future__ import annotations
