@@ -29,6 +29,11 @@ from pipeline.sweep import Sweep, SweepPoint
 SHARED_LOG = "shared-stages.log"
 POINT_LOG = "sweep.log"
 STAGE_LINE = re.compile(r"^\[(%s)\] " % "|".join(STAGE_NAMES))
+# What a point's console shows of its stages, besides errors: not a deselected stage
+# (`[ingest] not selected (...)`) or rank 0's progress lines (`[pretrain] step 20/40 ...`):
+# with every point's progress interleaved, the sweep's console would be unreadable; they
+# stay in the point's sweep.log.
+HIDDEN_STAGE_LINE = re.compile(r"^\[\w+\] (?:not selected \(|(?:[\w.-]+: )?(?:step|batch) \d+/\d+ )")
 # How long stopped children get to stop as on Ctrl-C before they are killed.
 CHILD_STOP_S = 60.0
 # A child's exit status when it stopped on Ctrl-C or SIGTERM (130, 143; negative: the signal
@@ -140,7 +145,7 @@ class PointRunner:
                             reused.append(stage)
                         elif " done in " in line:
                             ran.append(stage)
-                    if (stage_line and " missing (" not in line) or line.startswith("error:"):
+                    if (stage_line and not HIDDEN_STAGE_LINE.match(line)) or line.startswith("error:"):
                         self.echo(f"[{prefix}] {line.rstrip()}")
                 code = child.wait()
             except BaseException:
