@@ -13,7 +13,7 @@ import torch
 from stages.finetune.config import FinetuneConfig
 from stages.finetune.families.registry import FAMILIES, FAMILY_NAMES, family_for, family_named
 from stages.finetune.job import FinetuneJob
-from stages.finetune.seq2seq.spec import Seq2SeqSpec
+from stages.finetune.tasks.seq2seq_spec import Seq2SeqSpec
 from stages.finetune.tasks import ConllSpec, SquadSpec, TaskSpec, get_task, task_names
 from tests.engine_subprocess import run_engine_script
 

@@ -18,7 +18,7 @@ from stages.finetune.families.glue import GlueFamily
 from stages.finetune.families.squad import SquadFamily
 from stages.finetune.families.seq2seq import Seq2SeqFamily
 from stages.finetune.families.text_to_text import TextToTextFamily
-from stages.finetune.seq2seq.spec import BERT_REFUSAL, Seq2SeqSpec
+from stages.finetune.tasks.seq2seq_spec import BERT_REFUSAL, Seq2SeqSpec
 
 # Seq2SeqFamily first: it takes translation and summarization on T5 and GPT alike, before
 # TextToTextFamily claims every other task of a T5.

@@ -1,7 +1,7 @@
 """Translation and summarization (`stages.finetune.seq2seq`) on every model that can
 generate: a T5 or the original Transformer as an encoder-decoder, a GPT on
 `source + separator + target` with the loss on the target only. A BERT cannot (no
-decoder): the registry refuses it before anything trains (`spec.BERT_REFUSAL`).
+decoder): the registry refuses it before anything trains (`tasks.seq2seq_spec.BERT_REFUSAL`).
 
 Writes into `<output_dir>/<task>/`:
     dev/, test/     hyp.txt, ref.txt (several references: ref0.txt, ref1.txt, ...), src.txt,
@@ -28,7 +28,7 @@ import numpy as np
 from stages.finetune.families.base import TaskFamily, TaskRequest
 from stages.finetune.prepared import PreparedTask
 from stages.finetune.seq2seq.reader import Seq2SeqRows, read_split
-from stages.finetune.seq2seq.spec import Seq2SeqSpec
+from stages.finetune.tasks.seq2seq_spec import Seq2SeqSpec
 
 SCORED_SPLITS = ("dev", "test")
 DEFAULT_EXTRA_LENGTH = 50  # Seq2SeqSpec.num_labels = max_source_len + this

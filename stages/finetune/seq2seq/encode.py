@@ -26,7 +26,7 @@ from tokenizers import Tokenizer
 
 from stages.finetune.encode import END_OF_TEXT, PAD, EncodedSplit
 from stages.finetune.seq2seq.reader import Seq2SeqDataError, Seq2SeqRows
-from stages.finetune.seq2seq.spec import Seq2SeqSpec
+from stages.finetune.tasks.seq2seq_spec import Seq2SeqSpec
 
 IGNORE_INDEX = -100
 LAYOUTS = ("encoder_decoder", "decoder_only")

@@ -13,7 +13,7 @@ import difflib
 
 from stages.finetune.tasks.glue import GLUE_TASKS
 from stages.finetune.conll.reader import CONLL_LABELS
-from stages.finetune.seq2seq.spec import BUILTIN_SEQ2SEQ, Seq2SeqSpec, load_seq2seq_spec
+from stages.finetune.tasks.seq2seq_spec import BUILTIN_SEQ2SEQ, Seq2SeqSpec, load_seq2seq_spec
 from stages.finetune.tasks.spec import ConllSpec, SquadSpec, TaskSpec
 
 OTHER_TASKS = {

@@ -203,7 +203,7 @@ def load_seq2seq_spec(path: str | Path) -> Seq2SeqSpec:
     path = Path(path).expanduser()
     if not path.is_file():
         raise Seq2SeqSpecError(f"finetune.task_specs: {path} does not exist; give the path of a sequence-to-sequence "
-                               "task spec YAML (stages/finetune/seq2seq/spec.py shows its keys)")
+                               "task spec YAML (stages/finetune/tasks/seq2seq_spec.py shows its keys)")
     try:
         raw, lines = load_yaml_with_lines(path)
     except ValueError as error:
