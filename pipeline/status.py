@@ -119,19 +119,26 @@ def _finetune_headline(metrics: dict) -> list[str]:
 
 
 def _evaluate_headline(metrics: dict) -> list[str]:
-    """How the key scores stand against their baselines (the report's verdicts), then the
-    best one: a line that says whether the model learned anything."""
-    from stages.report.evaluation import KEY_METRICS, scores_from_metrics, verdict_label
+    """How the key scores stand against their baselines (the report's verdicts; a task
+    with most prompts cut is counted apart, as the report marks it unreliable), then the
+    score that clears its baseline most clearly (the report header's best)."""
+    from stages.report.evaluation import KEY_METRICS, scores_from_metrics
+    from stages.report.summary import best_scores
 
-    judged = [(f"{task}/{metric}", score) for task, entry in scores_from_metrics(metrics).items()
+    evaluation = scores_from_metrics(metrics)
+    judged = [score["verdict"] for entry in evaluation.values() if not entry.get("unreliable")
               for metric, score in entry["scores"].items() if metric in KEY_METRICS and score["verdict"]]
-    if not judged:
-        return []
-    counts = {v: sum(score["verdict"] == v for _, score in judged) for v in ("above", "chance", "below")}
-    out = [f"{counts['above']} above, {counts['chance']} ≈ chance, {counts['below']} below baseline"]
-    better = [(name, score) for name, score in judged if score["verdict"] == "above"]
-    for name, score in better[:1]:
-        out.append(f"{name}={_number(score['value'])} {verdict_label(score)}")
+    out = []
+    if judged:
+        out.append(f"{judged.count('above')} above, {judged.count('chance')} ≈ chance, "
+                   f"{judged.count('below')} below baseline")
+    unreliable = sum(1 for entry in evaluation.values() if entry.get("unreliable"))
+    if unreliable:
+        out.append(f"{unreliable} unreliable (prompts cut)")
+    for name, _ in best_scores(evaluation, None)[:1]:
+        task, metric = name.split(" ", 1)
+        score = evaluation[task]["scores"][metric]
+        out.append(f"best {task}/{metric}={_number(score['value'])} (baseline {_number(score['baseline'])})")
     return out
 
 

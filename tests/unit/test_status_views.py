@@ -35,7 +35,7 @@ def test_status_fits_the_terminal_one_line_per_stage(tmp_path, capsys, monkeypat
     assert "val_loss=6.83  final_loss=6.77" in rows["pretrain"]
     assert "2 above, 3 ≈ chance, 1 below baseline" in rows["evaluate"]  # the report's verdicts
     if columns == 120:
-        assert "lambada_openai/acc=0.025 above baseline" in rows["evaluate"]
+        assert "best wikitext2/bits_per_byte=2.105 (baseline 8)" in rows["evaluate"]
         assert "train_tokens=121,216  validation_tokens=3,776" in rows["dataset"]
 
 
@@ -128,3 +128,24 @@ def test_config_prints_the_key_reference_whole_or_one_section(capsys):
     assert keys == ["ray.address", "ray.num_cpus"] and "    CPUs for the embedded local Ray" in section
     assert main(["config", "pretrian"]) == 2
     assert "error: no config section or key 'pretrian'; did you mean 'pretrain'?" in capsys.readouterr().err
+
+
+def test_finetune_headline_is_each_tasks_first_score_with_its_verdict():
+    from pipeline.status import headline
+
+    metrics = {"sst2/accuracy": 0.51, "sst2/accuracy_baseline": 0.509, "sst2/accuracy_ci95_low": 0.476,
+               "sst2/accuracy_ci95_high": 0.542, "sst2/train_examples": 256, "mrpc/f1": 0.8,
+               "mrpc/accuracy": 0.7, "cola/matthews_corrcoef": 0.1, "stsb/pearson": 0.2}
+    assert headline("finetune", metrics) == ["sst2/accuracy=0.51 ≈ chance", "mrpc/f1=0.8",
+                                             "cola/matthews_corrcoef=0.1", "+1 tasks"]
+
+
+def test_evaluate_headline_counts_verdicts_and_sets_unreliable_tasks_apart(tmp_path):
+    from pipeline.status import headline
+
+    workdir = write_run(tmp_path / "run")
+    (manifest,) = workdir.glob("evaluate/*/manifest.json")
+    metrics = json.loads(manifest.read_text())["metrics"]
+    metrics["sst2/num_truncated"] = 150  # of 200 prompts cut: the report marks sst2 unreliable
+    assert headline("evaluate", metrics) == ["2 above, 3 ≈ chance, 0 below baseline", "1 unreliable (prompts cut)",
+                                             "best wikitext2/bits_per_byte=2.105 (baseline 8)"]
