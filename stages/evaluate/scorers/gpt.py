@@ -10,8 +10,7 @@ or the end-of-text token.
 
 Where the time goes and what is saved: the choices of one example read their shared
 context once (shared_prefix.py; lm-eval's "one-token continuation" cache is the case of
-one-token choices), in rows of at most max_length tokens (so memory stays bounded when
-every example has the same context); equal rows run once; rows are sorted by length so that padding is
+one-token choices), in rows of at most max_length tokens; equal rows run once; rows are sorted by length so that padding is
 small, and padded on the right so that plain rows need no mask beyond the causal one;
 the vocabulary projection and log-softmax run only at the continuation's positions
 (lm-eval projects and log-softmaxes every position of every row).
@@ -61,27 +60,29 @@ class GPTScorer:
 
     def _loglikelihood(self, requests: list[LoglikelihoodRequest], pairs: list[tuple[list[int], list[int]]]
                        ) -> list[LoglikelihoodResult]:
-        rows, items = self.plan_rows(pairs)
+        rows, items = self.plan_rows(requests, pairs)
         logprobs, greedy = self._score(rows.rows, items)
         return [LoglikelihoodResult(logprob, is_greedy, len(continuation),
                                     truncated=len(context) + len(continuation) > self.max_length + 1)
                 for logprob, is_greedy, (context, continuation) in zip(logprobs, greedy, pairs, strict=True)]
 
-    def plan_rows(self, pairs: list[tuple[list[int], list[int]]]) -> tuple[RowSet, list[Item]]:
-        """The model input rows of (context ids, continuation ids) pairs, and what each pair
-        reads from them. Pairs with the same context share rows (the choices of one example;
-        with an empty or constant context, every example's), but a row never holds more than
-        max_length tokens: a task of one constant context would otherwise be one row of all
-        its choices (69,174 tokens for 1,267 examples, and a mask of its square)."""
+    def plan_rows(self, requests: list[LoglikelihoodRequest], pairs: list[tuple[list[int], list[int]]]
+                  ) -> tuple[RowSet, list[Item]]:
+        """The model input rows of the requests' (context ids, continuation ids), and what
+        each request reads from them. The choices of one example share its context's rows,
+        up to max_length tokens a row. Not across examples: with an empty or constant
+        context a whole task would share one row (69,174 tokens for 1,267 examples, and a
+        mask of its square), and rows of many examples' choices packed up to max_length
+        spend most of their attention on positions the mask then hides."""
         rows = RowSet()
         items: list[Item] = [None] * len(pairs)  # type: ignore[list-item]
-        by_context: dict[tuple[int, ...], list[int]] = {}
-        for index, (context, continuation) in enumerate(pairs):
+        groups: dict[tuple[int, tuple[int, ...]], list[int]] = {}
+        for index, (request, (context, continuation)) in enumerate(zip(requests, pairs, strict=True)):
             if len(context) + len(continuation) > self.max_length + 1:  # cut from the left: a row of its own
                 items[index] = rows.causal_item((context + continuation)[-(self.max_length + 1):-1], continuation)
             else:
-                by_context.setdefault(tuple(context), []).append(index)
-        for context, members in by_context.items():
+                groups.setdefault((request.example, tuple(context)), []).append(index)
+        for (_, context), members in groups.items():
             shared = rows.shared_context_items(context, [pairs[m][1] for m in members], self.max_length)
             for member, item in zip(members, shared, strict=True):
                 items[member] = item
@@ -172,8 +173,8 @@ class GPTScorer:
                     scored.append(item)
             picked = hidden.reshape(-1, hidden.size(-1))[torch.tensor(positions, device=self.device)]  # (N, C)
             sums, all_greedy = sum_by_request(
-                self.model.lm_head(picked), torch.tensor(targets, device=self.device),
-                torch.tensor(segments, device=self.device), len(scored))
+                picked, torch.tensor(targets, device=self.device), torch.tensor(segments, device=self.device),
+                len(scored), project=self.model.lm_head)
             for item, logprob, is_greedy in zip(scored, sums, all_greedy, strict=True):
                 logprobs[item], greedy[item] = logprob, is_greedy
         return logprobs, greedy
