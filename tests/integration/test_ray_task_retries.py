@@ -7,20 +7,35 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.config import load_config
+from pipeline.planner import Selection
+from pipeline.runner import StageFailed, run_pipeline
 from stages.ray_tasks import SYSTEM_RETRIES, RayTaskFailed, describe_failure, map_tasks, ray_is_up
 from tests.ray_task_faults import killed_worker, square
 
 
 @pytest.mark.ray
 def test_a_killed_worker_fails_the_stage_after_bounded_retries(ray_session, tmp_path):
+    """Through the engine, as `pretrain run` runs a stage: its StageFailed is the CLI's
+    `error:` line."""
     assert ray_is_up()
-    with pytest.raises(RayTaskFailed) as failed:
-        map_tasks(killed_worker, [str(tmp_path)], desc="[evaluate] workers")
+    attempts = tmp_path / "attempts"
+    attempts.mkdir()
+    config_file = tmp_path / "experiment.yaml"
+    config_file.write_text(f"name: unit\nworkdir: {tmp_path / 'runs'}\ndata_dir: {tmp_path}\n"
+                           "ingest:\n  sources:\n    - path: corpus/*.txt\n")
+
+    def load_stage(spec):
+        return lambda ctx: map_tasks(killed_worker, [str(attempts)], desc=f"[{spec.name}] workers")
+
+    with pytest.raises(StageFailed) as failed:
+        run_pipeline(load_config(config_file), Selection(), echo=lambda *_: None, load_stage=load_stage,
+                     use_ray=False)
     message = str(failed.value)
-    assert message.startswith("Ray task killed_worker (1 of 1, [evaluate] workers): its worker process died, 3 times "
-                              "(WorkerCrashedError: "), message
+    assert message.startswith("stage 'ingest' failed: RayTaskFailed: Ray task killed_worker (1 of 1, [ingest] "
+                              "workers): its worker process died, 3 times (WorkerCrashedError: "), message
     assert "\n" not in message
-    assert len(list(tmp_path.iterdir())) == 1 + SYSTEM_RETRIES  # the first attempt and two retries
+    assert len(list(attempts.iterdir())) == 1 + SYSTEM_RETRIES  # the first attempt and two retries
     assert map_tasks(square, [1, 2, 3], desc="[evaluate] workers") == [1, 4, 9]  # Ray still serves
 
 
