@@ -85,6 +85,10 @@ def metric_rows(labels: list[str], sources: list[RunSource], reports: list[dict]
             caveats = tokenizers if ("pretrain", metric) in TOKEN_LEVEL else None
             rows.append(_row("pretrain", metric, values, lower_is_better=metric != "tokens_per_second"
                              and metric != "steps", caveats=caveats))
+        if metric == "val_loss":  # the same loss per byte of text: compares across tokenizers
+            bits = [r.get("summary", {}).get("val_bits_per_byte") for r in reports]
+            if any(b is not None for b in bits):
+                rows.append(_row("pretrain", "val_bits_per_byte (≈)", bits, lower_is_better=True))
     score_keys: list[str] = []
     for report in reports:
         score_keys += [k for k in report["finetune"] if k not in score_keys]

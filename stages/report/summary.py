@@ -1,11 +1,12 @@
 """The report's header: the few numbers a reader looks for first, each read from where
 the stages recorded it.
 
-    {"val_loss", "val_perplexity", "bits_per_byte": [(task, value)], "parameters",
+    {"val_loss", "val_perplexity", "val_bits_per_byte", "bits_per_byte": [(task, value)], "parameters",
      "tokens_trained", "dataset_tokens", "wall_seconds", "mfu", "best": [(name, text)]}
 
 `bits_per_byte` are the evaluate stage's (text bytes, whatever the tokenizer), which the
-validation loss is not: a loss per token depends on the vocabulary. `best`: the GLUE
+validation loss is not: a loss per token depends on the vocabulary; `val_bits_per_byte`
+is the validation loss per byte (≈, `stages.report.bits_per_byte`). `best`: the GLUE
 average, then the zero/few-shot key scores that beat their baseline most clearly (by
 the most interval half-widths; scores of tasks marked unreliable are left out).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from stages.report.bits_per_byte import validation_bits_per_byte
 from stages.report.curves import Series
 from stages.report.evaluation import KEY_METRICS, format_number, verdict_label
 from stages.report.numbers import format_count, format_float, format_seconds
@@ -30,6 +32,7 @@ def build_summary(source: RunSource, series: Series, evaluation: dict[str, dict]
     return {
         "val_loss": _number(metrics.get("val_loss")),
         "val_perplexity": _number(metrics.get("val_perplexity")),
+        "val_bits_per_byte": validation_bits_per_byte(source),
         "bits_per_byte": [(task, entry["scores"]["bits_per_byte"]["value"]) for task, entry in evaluation.items()
                           if "bits_per_byte" in entry["scores"]],
         "parameters": _number(metrics.get("num_parameters")),
@@ -87,6 +90,8 @@ def summary_items(summary: dict[str, Any]) -> list[tuple[str, str]]:
         if summary.get("val_perplexity") is not None:
             text += f" (perplexity {format_float(summary['val_perplexity'])})"
         items.append(("final validation loss", text))
+    if summary.get("val_bits_per_byte") is not None:
+        items.append(("validation bits per byte", f"≈ {summary['val_bits_per_byte']:.3f}"))
     for task, value in summary.get("bits_per_byte") or []:
         items.append((f"bits per byte ({task})", f"{value:.3f}"))
     if summary.get("parameters") is not None:

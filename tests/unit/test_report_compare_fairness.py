@@ -88,3 +88,40 @@ def test_significance_from_the_intervals():
     assert intervals_differ([0.4, 0.5], [0.51, 0.6]) is True
     assert intervals_differ([0.4, 0.5], [0.5, 0.6]) is False  # touching: not shown to differ
     assert intervals_differ([0.4, 0.5], None) is None
+
+
+def real_tokenizer_and_documents(workdir: Path, vocab_size: int) -> float:
+    """A trained byte-level BPE and an ingest shard in the synthetic run; returns the
+    documents' bytes per token under that tokenizer."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    texts = [f"The river {word} the quiet garden near the old mill, number {i}." for i, word in
+             enumerate(["crossed", "flooded", "left", "fed", "passed"] * 8)]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer.save(str(stage_file(workdir, "tokenizer", "manifest.json").parent / "tokenizer.json"))
+    documents = stage_file(workdir, "ingest", "manifest.json").parent / "documents"
+    documents.mkdir()
+    pq.write_table(pa.table({"text": texts}), documents / "part-00000.parquet")
+    tokens = sum(len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=False))
+    return sum(len(t.encode()) for t in texts) / tokens
+
+
+def test_validation_loss_compares_across_tokenizers_in_bits_per_byte(tmp_path):
+    import math
+
+    a, b = write_run(tmp_path / "a", name="a"), write_run(tmp_path / "b", name="b")
+    same_tokenizer(a, b, vocab={a: 300, b: 260})
+    ratios = [real_tokenizer_and_documents(a, 300), real_tokenizer_and_documents(b, 260)]
+    assert ratios[0] > ratios[1], "the larger vocabulary covers more bytes per token"
+    comparison = build_comparison([load_run_source(a), load_run_source(b)])
+
+    bits = row(comparison, "pretrain", "val_bits_per_byte (≈)")
+    assert bits["values"] == [6.83 / math.log(2) / ratio for ratio in ratios]
+    assert bits["caveats"] == [None, None] and bits["deltas"][1] > 0, "same loss per token, more bits per byte"
+    assert row(comparison, "pretrain", "val_loss")["caveats"][1] is not None

@@ -5,7 +5,9 @@ digest, and formatted numbers."""
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
 import subprocess
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from pipeline.version import SOURCE_ROOT, git_commit
 from stages.report.content import build_report
 from stages.report.curves import panels
 from stages.report.evaluation import snapshot_lines
-from stages.report.evaluation_render import evaluation_html
+from stages.report.evaluation_render import evaluation_html, snapshot_plots
 from stages.report.html_report import render_html
 from stages.report.markdown import render_markdown
 from stages.report.numbers import format_bytes, format_float, format_stat
@@ -60,6 +62,15 @@ def test_across_training_one_panel_per_family_and_perplexities_apart():
         "lambada_openai perplexity": ["lambada_openai perplexity"],
         "wikitext2 perplexity": ["wikitext2 token_perplexity", "wikitext2 word_perplexity"],
     }
+
+
+def test_across_training_legends_stand_beside_the_plot():
+    rows = [snapshot(task, "acc", 0.5, True, step) for task in ("piqa", "copa", "arc_easy", "hellaswag")
+            for step in (10, 20)]
+    [(title, png)] = snapshot_plots(rows, {})
+    width, _ = struct.unpack(">II", base64.b64decode(png)[16:24])  # the PNG header's IHDR size
+    assert title == "Evaluation across training: scores (higher is better)"
+    assert width == 720, "a wider figure: the legend goes beside the axes, not over the lines"
 
 
 def results_with(workdir: Path, extra: dict) -> None:
