@@ -35,7 +35,9 @@ def line_plot_png(title: str, lines: dict[str, Points], *, xlabel: str = "step",
         (line,) = axes.plot(steps, values, label=label, marker=marker, markersize=3, linewidth=1.4)
         if bands.get(label):
             xs, lows, highs = zip(*bands[label])
-            axes.fill_between(xs, lows, highs, color=line.get_color(), alpha=0.15, linewidth=0)
+            # many overlapping bands: fainter, so that the lines stay readable through them
+            axes.fill_between(xs, lows, highs, color=line.get_color(), alpha=0.15 if len(bands) <= 3 else 0.06,
+                              linewidth=0)
         if baselines.get(label) is not None:
             axes.axhline(baselines[label], color=line.get_color(), linestyle="--", linewidth=0.9, alpha=0.8)
     axes.set_title(title)

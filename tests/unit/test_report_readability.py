@@ -181,3 +181,13 @@ def test_a_run_records_the_git_commit_of_its_code(config_file):  # noqa: F811
         assert "git_commit" not in index
         return
     assert index["git_commit"].split(" ")[0] == head.stdout.strip()
+
+
+def test_an_mfu_above_100_percent_is_a_problem_naming_peak_tflops(tmp_path):
+    workdir = write_run(tmp_path / "run", pretrain_metrics={"mfu": 3.2},
+                        config_overrides={"pretrain": {"peak_tflops": 1.0}})
+    [problem] = [p for p in build_report(load_run_source(workdir))["problems"] if p["kind"] == "mfu above 100%"]
+    assert problem["stage"] == "pretrain" and "MFU 320% is impossible" in problem["message"]
+    assert "(pretrain.peak_tflops=1)" in problem["message"]
+    assert not [p for p in build_report(load_run_source(write_run(tmp_path / "ok", pretrain_metrics={"mfu": 0.4})))
+                ["problems"] if p["kind"] == "mfu above 100%"]
