@@ -43,7 +43,9 @@ window.addEventListener("load", async () => {
     box.dispatchEvent(new Event("input"));
     return labels();
   };
-  const seen = {rows: labels(), headers: headers(), selected_at_first: page.selected.size};
+  const seen = {rows: labels(), headers: headers(), selected_at_first: page.selected.size,
+                states: Object.fromEntries(rows().map(row => [row.querySelector('td[data-key="run"]').textContent,
+                                                           row.querySelector('td[data-key="state"]').textContent]))};
   header().click();
   seen.ascending = labels();
   header().click();
@@ -166,6 +168,7 @@ def test_the_served_page_sorts_filters_draws_curves_and_updates_live(tmp_path, l
 
     assert seen["headers"] == columns.split(",")
     assert seen["rows"] == ["c", "live", "a", "b"]  # by directory: c, live, lr-sweep/...
+    assert seen["states"] == {"c": "done", "live": "running", "a": "done", "b": "done"}
     assert seen["selected_at_first"] == 4  # no selection in the address: the first runs shown
     assert seen["ascending"] == ["b", "a", "c", "live"]   # 6.1, 6.5, 6.9, still running: last
     assert seen["descending"] == ["c", "a", "b", "live"]  # missing values stay last
@@ -199,6 +202,7 @@ window.addEventListener("load", async () => {
     await new Promise(done => setTimeout(done, 200));
   }
   seen.rows = [...document.querySelectorAll('#runs tbody td[data-key="run"]')].map(td => td.textContent);
+  seen.states = [...document.querySelectorAll('#runs tbody td[data-key="state"]')].map(td => td.textContent);
   const out = document.createElement("pre");
   out.id = "probe";
   out.textContent = JSON.stringify(seen);
@@ -213,9 +217,11 @@ class EmptyRootDashboard(ProbedDashboard):
         return page.replace("</body>", EMPTY_ROOT_PROBE + "</body>"), markdown
 
 
-def test_the_page_opens_on_a_sweep_root_not_made_yet_and_shows_points_as_they_start(tmp_path):
+def test_the_page_opens_on_a_sweep_root_not_made_yet_and_shows_points_as_they_start_done_when_done(tmp_path):
     root = tmp_path / "sweep"  # `pretrain sweep` has not made it yet
-    dashboard = EmptyRootDashboard([root], poll_seconds=1, new_run=lambda: write_sweep_point(root, "p1", name="p1"))
+    # The point that starts is a finished `--only ... --only pretrain` run: done, not pending.
+    dashboard = EmptyRootDashboard([root], poll_seconds=1, new_run=lambda: write_sweep_point(
+        root, "p1", name="p1", stop_before="finetune", selected=["ingest", "tokenizer", "dataset", "pretrain"]))
     server = make_server(dashboard, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -224,7 +230,7 @@ def test_the_page_opens_on_a_sweep_root_not_made_yet_and_shows_points_as_they_st
         server.shutdown()
         server.server_close()
     assert seen["note"] == f"no run under {root} yet; this page shows each one as it starts"
-    assert seen["rows"] == ["p1"]
+    assert seen["rows"] == ["p1"] and seen["states"] == ["done"]
 
 
 def test_sweep_html_from_disk_draws_its_table_without_a_server(tmp_path):

@@ -146,8 +146,17 @@ def test_an_empty_sweep_root_is_served_and_its_points_appear(tmp_path, serve):
 
 
 def test_the_table_scores_come_out_as_the_report_makes_them(tmp_path):
-    source = load_run_source(write_run(tmp_path / "run", name="run"))
+    run = write_run(tmp_path / "run", name="run")
+    (manifest,) = run.glob("finetune/*/manifest.json")  # scores with baselines and intervals
+    finetune = json.loads(manifest.read_text())
+    for task, low, high, baseline in (("sst2/accuracy", 0.47, 0.55, 0.509), ("mrpc/accuracy", 0.63, 0.73, 0.684),
+                                       ("mrpc/f1", 0.75, 0.85, 0.81)):
+        finetune["metrics"].update({f"{task}_ci95_low": low, f"{task}_ci95_high": high, f"{task}_baseline": baseline})
+    manifest.write_text(json.dumps(finetune))
+    source = load_run_source(run)
     light, full = table_report(source), build_report(source)
+    assert light["finetune_context"]["sst2"]["accuracy"]["verdict"] == "chance"
+    assert light["glue_average"]["baseline"] is not None
     for key in ("finetune", "finetune_context", "glue_average", "evaluation"):
         assert light[key] == full[key], key
 
