@@ -86,8 +86,9 @@ def test_report_renders_without_console_errors_and_keeps_a_screenshot(report_htm
 
 def test_every_plot_decodes_in_the_browser(report_html, tmp_path):
     verdict = probe(report_html, tmp_path)
-    # 4 pretraining panels, fine-tuning loss, 3 zero/few-shot panels across training
-    assert verdict["images"] == 8 and verdict["decoded"] == 8, verdict
+    # 4 pretraining panels, fine-tuning loss, 5 zero/few-shot panels across training (cloze,
+    # multiple choice, bits per byte, and each of two tasks' perplexities on its own axis)
+    assert verdict["images"] == 10 and verdict["decoded"] == 10, verdict
 
 
 def test_comparison_page_plots_decode(tmp_path):
