@@ -87,7 +87,9 @@ def test_fixed_classes_get_the_majority_baseline_f1_and_mcc(tmp_path):
                  .replace("[acc, acc_norm, acc_bytes]", "[acc, f1, mcc]"))
     labels = [1, 1, 1, 0, 0]
     predictions = [1, 1, 0, 0, 1]
-    rows = [{"q": str(i), "label": label} for i, label in enumerate(labels)]
+    # Questions that are not bare numbers: a prompt that renders only digits is lm-eval's
+    # multiple-input form (the index of the gold context), not a question.
+    rows = [{"q": f"question {i}", "label": label} for i, label in enumerate(labels)]
     logprobs = {}
     for i, pred in enumerate(predictions):
         logprobs[(i, " no")], logprobs[(i, " yes")] = (-2.0, -1.0) if pred == 1 else (-1.0, -2.0)
@@ -193,7 +195,7 @@ def test_generation_exact_match_and_f1(tmp_path):
 
 
 def test_answers_merged_from_workers_score_as_one_process(tmp_path):
-    rows = [{"q": str(i), "choices": ["x", "yy"], "label": i % 2} for i in range(9)]
+    rows = [{"q": f"question {i}", "choices": ["x", "yy"], "label": i % 2} for i in range(9)]
     logprobs = {(i, c): -float((i * 7 + len(c)) % 5) for i in range(9) for c in (" x", " yy")}
     spec = write(tmp_path, MULTIPLE_CHOICE, rows)
     scorer = FakeScorer(logprobs)
