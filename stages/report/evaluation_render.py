@@ -142,7 +142,7 @@ def _snapshot_figures(rows: list[dict[str, Any]], kinds: dict[str, str | None]) 
 
 
 def _snapshot_table(rows: list[dict[str, Any]]) -> str:
-    cells = [[row["step"], row["tokens"], row["task"], row["metric"], format_number(row["value"]),
+    cells = [[f"{row['step']:,}", f"{row['tokens']:,}", row["task"], row["metric"], format_number(row["value"]),
               "-" if not row["ci95"] else " – ".join(format_number(v) for v in row["ci95"]),
               "-" if row["baseline"] is None else format_number(row["baseline"]), verdict_badge(row)]
              for row in _by_score(rows)]
