@@ -111,11 +111,15 @@ def map_in_order(function: Callable[[Any], Any], items: Sequence[Any], *, desc: 
         dataset = ray.data.from_items(
             [{"index": i, "item": cloudpickle.dumps(item)} for i, item in enumerate(items)],
             override_num_blocks=len(items),
-        ).map(_apply, fn_kwargs={"function": function}, num_cpus=num_cpus,
-              compute=TaskPoolStrategy(size=concurrency),
-              # Ray Data retries a task without limit by default, and Ray an out-of-memory
-              # kill of any retried task: a failed worker fails the stage (stages.ray_tasks).
-              **TASK_OPTIONS)
+        )
+        with warnings.catch_warnings():
+            # Ray Data retries a task without limit by default (max_retries -1), and Ray
+            # an out-of-memory kill of any retried task: a failed worker fails the stage
+            # (stages.ray_tasks). Ray 2.60 has no named parameter for retries, only the
+            # `**ray_remote_args` it calls deprecated (removed in 2.64; ray is pinned).
+            warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated")
+            dataset = dataset.map(_apply, fn_kwargs={"function": function}, num_cpus=num_cpus,
+                                  compute=TaskPoolStrategy(size=concurrency), **TASK_OPTIONS)
         rows = iter(dataset.iter_rows())
         try:
             for row in tqdm(rows, total=len(items), desc=desc, unit="task", disable=None):
