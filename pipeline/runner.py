@@ -27,7 +27,7 @@ from pipeline.planner import Decision, Selection, plan
 from pipeline.ray_session import RaySession
 from pipeline.remote_store import open_store
 from pipeline.store import FAILURE, RUN_INDEX, ArtifactStore, inventory, remove_temporaries, write_json_atomic
-from pipeline.version import git_commit
+from pipeline.version import code_commit
 from stages.ray_tasks import staged_through_bucket
 from stages.staging.node_staging import NodeStaging
 from pipeline.wandb_stage_log import log_stage
@@ -222,7 +222,7 @@ def _write_run_index(cfg: ExperimentConfig, fingerprints: dict, config_path: str
         index["store"] = os.path.relpath(cfg.resolved_store, workdir)
     if sweep:
         index["sweep"] = sweep
-    if (commit := git_commit(digits=40)) is not None:  # the code that ran (the report's lineage)
+    if (commit := code_commit()) is not None:  # the code that ran (the report's lineage)
         index["git_commit"] = commit
     write_json_atomic(workdir / RUN_INDEX, index)
     # Atomic like the index: two drivers on one workdir must not interleave their bytes.

@@ -5,6 +5,7 @@ from an installed package or when git is missing."""
 from __future__ import annotations
 
 import argparse
+import functools
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -20,6 +21,14 @@ def version_text() -> str:
         version = "(not installed)"
     commit = git_commit(SOURCE_ROOT)
     return f"pretrain {version}" + (f" (git {commit})" if commit else "")
+
+
+@functools.cache
+def code_commit() -> str | None:
+    """The full commit of the code this process runs (`git_commit` with 40 digits), asked
+    of git once: the code loaded does not change under a running process, and a test
+    session or a sweep writes many pipeline.json files."""
+    return git_commit(SOURCE_ROOT, digits=40)
 
 
 def git_commit(root: Path = SOURCE_ROOT, digits: int = 12) -> str | None:
