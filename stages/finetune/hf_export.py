@@ -19,7 +19,9 @@ driver from the task's `model/` after training (so before the stage's manifest):
                                      for BERT only (GPT-2 would add them as embeddings)
     generation_config.json           T5: greedy decoding of at most the task's target length,
                                      how the stage predicted (finetune.t5_scoring: rank ranked
-                                     the label words instead; the export still generates)
+                                     the label words instead; the export still generates);
+                                     a seq2seq task's finetune.decoding beams, length penalty
+                                     and early stopping (`seq2seq_decoding`)
 
 A task without `model/` (finetune.save_model: false) or whose model has no transformers
 class (the original Transformer) gets no hf/; metrics.json's `hf_export` says why.
@@ -70,7 +72,7 @@ def export_task_hf(task_dir: Path, spec, cfg) -> dict[str, str]:
         t5 = model.backbone.config
         generation = {"decoder_start_token_id": t5.decoder_start_token_id, "eos_token_id": t5.eos_token_id,
                       "pad_token_id": t5.pad_token_id, "max_new_tokens": model.max_target_len,
-                      "do_sample": False, "num_beams": 1}
+                      "do_sample": False, "num_beams": 1, **seq2seq_decoding(model, cfg)}
     tokenizer_config = {"tokenizer_class": "PreTrainedTokenizerFast", **roles, "model_max_length": cfg.max_seq_len,
                         "model_input_names": input_names, "padding_side": "right", "truncation_side": "right",
                         "clean_up_tokenization_spaces": False}
@@ -78,6 +80,21 @@ def export_task_hf(task_dir: Path, spec, cfg) -> dict[str, str]:
     print(f"[finetune] {spec.name}: transformers folder {task_dir / HF_DIR} ({config['architectures'][0]})",
           flush=True)
     return {HF_EXPORT_KEY: HF_DIR}
+
+
+def seq2seq_decoding(model, cfg) -> dict[str, Any]:
+    """A translation or summarization task (`stages.finetune.seq2seq`) decodes as
+    finetune.decoding says: the same beams, length penalty and early stopping in
+    generation_config.json make transformers' `generate` give the stage's tokens
+    (tests/unit/test_seq2seq_beam_parity.py). Its cap, max_new_tokens, stays the output
+    width (max_source_len + extra_length): the stage's "longest source + extra_length" has
+    no transformers form. Other text-to-text tasks generate greedily."""
+    from stages.finetune.seq2seq.model import EncoderDecoderSeq2Seq
+
+    decoding = getattr(cfg, "decoding", None)
+    if not isinstance(model, EncoderDecoderSeq2Seq) or decoding is None or decoding.num_beams == 1:
+        return {}
+    return {"num_beams": decoding.num_beams, "length_penalty": decoding.length_penalty, "early_stopping": True}
 
 
 def special_token_roles(tokenizer: Tokenizer) -> tuple[dict[str, str], list[str]]:
