@@ -27,9 +27,9 @@ def load_run_source(run_dir: str | Path) -> RunSource:
         store = run_store(str(run_dir), index)
         mirror = open_store(str(run_dir)).workdir
         stages = [_stage_record(store, name, index.get("stages", {}).get(name, "")) for name in STAGE_NAMES]
-        return RunSource(name=index.get("name") or str(run_dir).rstrip("/").rsplit("/", 1)[-1],
-                         config=_resolved_config(mirror), stages=stages,
-                         run_started=index.get("updated"), run_dir=mirror)
+        return _with_state(RunSource(name=index.get("name") or str(run_dir).rstrip("/").rsplit("/", 1)[-1],
+                                     config=_resolved_config(mirror), stages=stages,
+                                     run_started=index.get("updated"), run_dir=mirror), index, store)
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir} does not exist; pass a run directory such as runs/<name> "
@@ -37,8 +37,20 @@ def load_run_source(run_dir: str | Path) -> RunSource:
     index = load_run_index(run_dir)
     store = run_store(run_dir, index)
     stages = [_stage_record(store, name, index.get("stages", {}).get(name, "")) for name in STAGE_NAMES]
-    return RunSource(name=index.get("name") or run_dir.name, config=_resolved_config(run_dir),
-                     stages=stages, run_started=index.get("updated"), run_dir=run_dir.resolve())
+    return _with_state(RunSource(name=index.get("name") or run_dir.name, config=_resolved_config(run_dir),
+                                 stages=stages, run_started=index.get("updated"), run_dir=run_dir.resolve()),
+                       index, store)
+
+
+def _with_state(source: RunSource, index: dict, store: ArtifactStore) -> RunSource:
+    """The run's state and its stages' (running, interrupted, not selected, ...), so the
+    report and the dashboard say what `status` says."""
+    from pipeline.run_state import state_of_source
+
+    state = state_of_source(source, index, store)
+    source.state = state.state
+    source.stage_states = {stage.stage: stage.state for stage in state.stages}
+    return source
 
 
 def _stage_record(store: ArtifactStore, name: str, fingerprint: str) -> StageRecord:

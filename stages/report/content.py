@@ -135,6 +135,17 @@ def is_reused(source: RunSource, record: StageRecord) -> bool:
     return bool(source.run_started and end and end < source.run_started)
 
 
+def _unfinished_problem(stage: str, state: str | None) -> dict[str, str]:
+    """A stage with an output folder and no manifest: being written now (a live lock),
+    or stopped midway; without the engine's lock probe, either."""
+    if state == "running":
+        return _problem(stage, "running", "being written now by a running driver")
+    if state == "interrupted":
+        return _problem(stage, "interrupted", "stopped before it finished (run the same command again to resume)")
+    return _problem(stage, "incomplete", "started but has no manifest yet: still running, or interrupted "
+                                         "(run the same command again to resume)")
+
+
 def problems(source: RunSource, records: list[StageRecord], tasks: dict[str, dict[str, float]],
              contexts: dict[str, dict[str, dict]] | None = None) -> list[dict[str, str]]:
     """What a reader must know did not happen as planned: skipped, failed, unfinished or
@@ -146,9 +157,10 @@ def problems(source: RunSource, records: list[StageRecord], tasks: dict[str, dic
         if record.state == "failed":
             found.append(_problem(record.stage, "failed", record.error or "failed (no error recorded)"))
         elif record.state == "incomplete":
-            found.append(_problem(record.stage, "incomplete",
-                                  "started but has no manifest yet: still running, or interrupted "
-                                  "(run the same command again to resume)"))
+            found.append(_unfinished_problem(record.stage, source.stage_states.get(record.stage)))
+        elif record.state == "not run" and source.stage_states.get(record.stage) == "not selected":
+            found.append(_problem(record.stage, "not selected",
+                                  "left out of the last run (--only / --from): run it to fill its part"))
         elif record.state == "not run":
             found.append(_problem(record.stage, "not run", "has not started"))
         elif is_reused(source, record):

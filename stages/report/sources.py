@@ -41,12 +41,19 @@ class RunSource:
     # before it was reused from the cache (skipped) rather than run again.
     run_started: float | None = None
     run_dir: Path | None = None
+    # The run's state and each stage's, by pipeline.run_state (which probes stage locks:
+    # only it tells running from interrupted, and a stage `--only` left out from one not
+    # run yet); None where no engine read the run (the report stage's own view).
+    state: str | None = None
+    stage_states: dict[str, str] = field(default_factory=dict)
 
     def stage(self, name: str) -> StageRecord | None:
         return next((s for s in self.stages if s.stage == name), None)
 
     @property
     def in_progress(self) -> bool:
+        if self.state is not None:
+            return self.state == "running"
         return any(s.state in ("incomplete", "not run") for s in self.stages)
 
 

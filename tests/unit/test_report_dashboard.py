@@ -14,6 +14,7 @@ from pipeline.config import ConfigError
 from pipeline.dashboard import Dashboard
 from tests.dashboard_server import get, serve  # noqa: F401 - serve is a fixture
 from tests.synthetic_run import write_run
+from tests.unit.test_run_state import hold_lock
 
 
 def pretrain_in_progress(tmp_path):
@@ -30,6 +31,17 @@ def training_loss_png(html: str) -> str:
 
 def test_a_run_in_progress_is_served_live(tmp_path, serve):
     workdir, metrics = pretrain_in_progress(tmp_path)
+    # A driver writing pretrain holds its stage lock: that is what makes a run live (a
+    # folder without a manifest and without a holder was interrupted).
+    lock = hold_lock(workdir, "pretrain")
+    try:
+        serve_live_run(workdir, metrics, serve)
+    finally:
+        lock.release()
+    assert json.loads(get(serve(workdir) + "/version.json")[2])["refresh_seconds"] == 60  # interrupted
+
+
+def serve_live_run(workdir, metrics, serve):
     url = serve(workdir)
 
     status, content_type, html = get(url + "/")
