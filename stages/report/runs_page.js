@@ -505,8 +505,7 @@
     return {
       width, height: 260, series,
       scales: {x: {time: false}, y: view.log ? {distr: 3} : {}},
-      axes: [{label: xLabel, values: (u, ticks) => ticks.map(formatX)},
-             {values: (u, ticks) => ticks.map(formatNumber), size: 60}],
+      axes: [{label: xLabel, values: tickText(formatX)}, {values: tickText(formatNumber), size: 60}],
       cursor: {drag: {x: true, y: false}},
       legend: {live: true},
     };
@@ -528,7 +527,7 @@
     const figure = el("figure", {class: "panel", "data-panel": name}, el("figcaption", {}, name), note);
     box.append(figure);
     if (!lines.length) {
-      note.textContent = "no selected run logged this metric yet";
+      note.textContent = missing.length ? missingNote(missing) : "no selected run logged this metric yet";
       view.charts.delete(name);
       return figure;
     }
@@ -539,6 +538,11 @@
     plot.over.addEventListener("dblclick", () => { chart.zoomed = false; });
     view.charts.set(name, chart);
     return figure;
+  }
+
+  // A log axis leaves some ticks unlabelled: uPlot hands those over as null.
+  function tickText(format) {
+    return (u, ticks) => ticks.map(v => v === null || v === undefined ? "" : format(v));
   }
 
   function missingNote(missing) {
@@ -614,8 +618,8 @@
                {label: yColumn.title, stroke: PALETTE[0], paths: () => null,
                 points: {show: true, size: 9, fill: PALETTE[0]},
                 value: (u, v) => v === null || v === undefined ? "-" : formatNumber(v)}],
-      axes: [{label: xColumn.title, values: (u, ticks) => ticks.map(formatNumber)},
-             {label: yColumn.title, values: (u, ticks) => ticks.map(formatNumber), size: 60}],
+      axes: [{label: xColumn.title, values: tickText(formatNumber)},
+             {label: yColumn.title, values: tickText(formatNumber), size: 60}],
     }, [points.map(p => p[0]), points.map(p => p[1])], figure);
   }
 

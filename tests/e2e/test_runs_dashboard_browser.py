@@ -81,6 +81,16 @@ window.addEventListener("load", async () => {
   seen.sorted_after_poll = header().classList.contains("desc");
   seen.lines_after_poll = lines();
   seen.status = document.getElementById("status").textContent;
+  // Log y and the other x-axes (a log axis hands uPlot's tick labeller nulls: no error).
+  document.getElementById("log-y").click();
+  const xAxis = document.getElementById("x-axis");
+  xAxis.value = "time";
+  xAxis.dispatchEvent(new Event("change"));
+  seen.time_axis = page.charts.get("loss").plot.series[0].label;
+  xAxis.value = "tokens";
+  xAxis.dispatchEvent(new Event("change"));
+  seen.tokens_note = document.querySelector('#curves figure[data-panel="loss"] p.note').textContent;
+  seen.view_hash = location.hash;
   const out = document.createElement("pre");
   out.id = "probe";
   out.textContent = JSON.stringify(seen);
@@ -193,6 +203,10 @@ def test_the_served_page_sorts_filters_draws_curves_and_updates_live(tmp_path, l
     assert seen["sorted_after_poll"] and seen["lines_after_poll"]["val_loss"] == 1  # selection kept
     assert seen["status"].startswith("live: updated"), seen["status"]
     assert dashboard.polls >= 2
+    assert seen["time_axis"] == "wall time"
+    assert seen["tokens_note"] == "tokens per step unknown for live"  # its records lack samples_per_s
+    view = parse_qs(seen["view_hash"][1:])
+    assert view["x"] == ["tokens"] and view["log"] == ["1"] and view["sel"] == ["live"]
 
 
 EMPTY_ROOT_PROBE = """<script>
