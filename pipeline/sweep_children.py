@@ -190,7 +190,3 @@ def _signal_group(child: subprocess.Popen, signum: int) -> None:
 
 def _overrides_text(point: SweepPoint) -> str:
     return ", ".join(f"{k}={json.dumps(v)}" for k, v in point.overrides.items())
-
-
-def _overrides_text(point: SweepPoint) -> str:
-    return ", ".join(f"{k}={json.dumps(v)}" for k, v in point.overrides.items())
