@@ -138,6 +138,11 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
         with staged_through_bucket(staging):
             metrics = stage_function(ctx) or {}
     except Exception as error:  # recorded for `status`; never a manifest
+        if _raised_by_an_interrupt(error):
+            # Ctrl-C or SIGTERM landed in code that wraps what it raises: Python 3.11
+            # turns an exception from `__set_name__` while an import builds a class into
+            # "RuntimeError: Error calling __set_name__ ...". Still a stop, not a failure.
+            raise KeyboardInterrupt from error
         _record_failure(store, spec.name, fp, error)
         raise StageFailed(spec.name, error) from error
     # Ctrl-C (KeyboardInterrupt) passes through untouched: the directory stays without a
@@ -170,6 +175,19 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
         raise StageFailed(spec.name, error, "writing its manifest") from error
     log_stage(cfg, manifest, output_dir)  # one wandb run per stage; only ever warns
     return manifest
+
+
+def _raised_by_an_interrupt(error: BaseException) -> bool:
+    """Whether a KeyboardInterrupt (Ctrl-C, or SIGTERM through pipeline.interrupts) is
+    in the chain of causes of `error`."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _record_failure(store: ArtifactStore, stage: str, fingerprint: str, error: BaseException) -> None:

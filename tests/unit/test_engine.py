@@ -173,6 +173,27 @@ def test_interrupt_keeps_partial_output_only_for_resuming_stages(config_file):
     assert stages.found_partial["pretrain"] is True
 
 
+def interrupted_inside_an_import() -> RuntimeError:
+    """What a SIGTERM that lands while an import builds a class raises in Python 3.11."""
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as interrupt:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance 'created_handles' "
+                               "in 'IOHandles'") from interrupt
+    except RuntimeError as wrapped:
+        return wrapped
+
+
+def test_an_interrupt_wrapped_in_another_error_is_a_stop_not_a_failure(config_file):
+    stages = FakeStages(fail={"pretrain": interrupted_inside_an_import()})
+    with pytest.raises(KeyboardInterrupt):
+        run(config_file, stages)
+    cfg = load_config(config_file)
+    pretrain = next(d for d in plan(cfg) if d.stage == "pretrain")
+    assert "interrupted" in pretrain.reason and not list(cfg.resolved_workdir.glob("pretrain/*/failure.json"))
+
+
 def test_a_non_resuming_stage_starts_from_an_empty_directory(config_file):
     stages = FakeStages(fail={"tokenizer": KeyboardInterrupt()})
     with pytest.raises(KeyboardInterrupt):
