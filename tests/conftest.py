@@ -4,6 +4,7 @@ costs seconds; a second instance on 2 cores would fight the first for CPUs)."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -11,6 +12,15 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("DATA_DIR", REPO_ROOT.parent / "shared" / "data")).resolve()
+
+# A suite started as a background job (`make test &`, or from a script with `&`) inherits
+# SIGINT ignored, and so would every `pretrain` process the tests start: the tests of
+# Ctrl-C then wait for a driver that never sees it (two sweep-stop tests timed out that
+# way). A handler, unlike "ignored", is reset to the default when a child execs, so the
+# drivers get Python's own Ctrl-C, as in a terminal. Ctrl-C at a terminal does not reach
+# a background job either way.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
