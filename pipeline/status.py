@@ -17,6 +17,7 @@ from pipeline.run_state import (DONE, FAILED, INTERRUPTED, NEVER_RUN, RUNNING, R
 from pipeline.runner import load_run_index, run_store
 from pipeline.stage_lock import describe_holder
 from pipeline.store import RUN_INDEX, describe_damage
+from stages.report.numbers import format_duration
 
 SCORE = re.compile(r"/(accuracy|f1|matthews(_corrcoef)?|pearson|spearman|exact_match|em)$")
 HEADLINE_METRICS = 3  # per stage, in the narrow table
@@ -183,7 +184,7 @@ def render(run_dir: Path | str, *, width: int | None = None, wide: bool = False)
     if "://" not in str(run_dir) and is_runs_root([run_dir]):
         return render_runs(Path(run_dir), width=width, wide=wide)
     state, rows = read_status(run_dir)
-    first = cut(f"{_name(run_dir)}: {state.describe()}, {_duration(state.wall_seconds())}", width or 10**9)
+    first = cut(f"{_name(run_dir)}: {state.describe()}, {format_duration(state.wall_seconds())}", width or 10**9)
     if wide or width is None:
         table = format_table(
             ["stage", "state", "fingerprint", "seconds", "key metrics"],
@@ -191,7 +192,7 @@ def render(run_dir: Path | str, *, width: int | None = None, wide: bool = False)
               format_metrics(r["metrics"]) if r["state"] != "damaged" else r["headline"][0]] for r in rows])
         return first + "\n" + table
     table = fit_table(["stage", "state", "fp", "time", "headline"],
-                      [[r["stage"], r["state"], r["fingerprint"][:8], _duration(r["seconds"]),
+                      [[r["stage"], r["state"], r["fingerprint"][:8], format_duration(r["seconds"]),
                         "  ".join(r["headline"])] for r in rows], width)
     return first + "\n" + table
 
@@ -240,7 +241,7 @@ def render_runs(root: Path, *, width: int | None = None, wide: bool = False) -> 
         loss = _pretrain_loss(path, state)
         rows.append([_relative(path, root), state.describe() if wide else state.state,
                      f"{done}/{len(state.selected)}" if state.selected else "-",
-                     _duration(state.wall_seconds()), loss])
+                     format_duration(state.wall_seconds()), loss])
     counts: dict[str, int] = {}
     for _, state in runs:
         counts[state.state] = counts.get(state.state, 0) + 1
@@ -300,14 +301,4 @@ def _name(run_dir: Path | str) -> str:
 def _seconds(seconds: float | None) -> str:
     return f"{seconds:.1f}" if seconds is not None else "-"
 
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 

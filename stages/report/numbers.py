@@ -34,6 +34,18 @@ def format_seconds(value: float) -> str:
     return f"{hours} h {minutes} min"
 
 
+def format_duration(seconds: float | None) -> str:
+    """A wall time in a table cell: 4s, 1m 05s, 1h 02m; "-" when unknown."""
+    if seconds is None:
+        return "-"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+
+
 def format_float(value: float) -> str:
     """Four significant digits; thousands separators once the number is that large
     (19,312.5 rather than 1.931e+04)."""

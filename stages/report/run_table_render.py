@@ -17,6 +17,7 @@ from stages.report.content import format_time
 from stages.report.evaluation import EVALUATION_LEGEND
 from stages.report.html_parts import escape, format_value, page
 from stages.report.markdown_text import md_code, md_text
+from stages.report.numbers import format_duration
 from stages.report.run_table_script import SCRIPT, STYLE
 from stages.report.scores import BASELINE_LEGEND
 from stages.report.sources import RunSource
@@ -123,17 +124,6 @@ def run_table_markdown(table: dict[str, Any], *, scaling_markdown: str = "") -> 
     if scaling_markdown:
         out += ["", scaling_markdown.rstrip()]
     return "\n".join(out) + "\n"
-
-
-def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m {seconds % 60:02d}s"
-    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
 
 
 def _header(column: dict) -> str:
