@@ -96,10 +96,18 @@ def score_training_snapshots(ctx, specs: dict[str, TaskSpec], settings, data_dir
                            [(specs[s.task], s.shots) for s in settings], data_dir, seed=cfg.seed,
                            max_examples=cfg.max_examples, batch_size=cfg.batch_size,
                            max_length=cfg.max_length,
-                           device="cuda" if cfg.gpus_per_worker else "cpu", scored_model=scored_model)
+                           device="cuda" if cfg.gpus_per_worker else "cpu", scored_model=scored_model,
+                           recorded_digests=_recorded_digests(ctx.input_manifests.get("pretrain")))
     (Path(ctx.output_dir) / "snapshots.json").write_text(json.dumps(rows, indent=2, default=float) + "\n",
                                                          encoding="utf-8")
     return len({row["step"] for row in rows})
+
+
+def _recorded_digests(manifest: dict | None) -> dict[str, str]:
+    """sha256 by file path from a stage manifest: what the weights comparison reads
+    instead of hashing the model files again."""
+    return {entry["path"]: entry["sha256"] for entry in (manifest or {}).get("files", [])
+            if isinstance(entry, dict) and entry.get("path") and entry.get("sha256")}
 
 
 def make_plan(spec: TaskSpec, data_dir: Path, shots: int, seed: int, max_examples: int | None) -> TaskPlan:

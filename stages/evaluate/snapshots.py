@@ -33,11 +33,14 @@ WEIGHTS_FILE = "model.safetensors"
 def score_snapshots(pretrain_dir: str | Path, specs_and_shots: Sequence[tuple[TaskSpec, int]],
                     data_dir: str | Path, seed: int, max_examples: int | None, batch_size: int,
                     max_length: int | None, device: str = "cpu",
-                    scored_model: tuple[Path, Sequence[TaskReport]] | None = None) -> list[dict[str, Any]]:
+                    scored_model: tuple[Path, Sequence[TaskReport]] | None = None,
+                    recorded_digests: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """One row per (snapshot, task, metric), snapshots in step order, tasks in the order
     given. A perplexity task is scored without demonstrations whatever its shots.
     `scored_model`: (model folder, its reports on these tasks, in this order, planned with
-    the same seed and max_examples), reused for a snapshot holding the same weights."""
+    the same seed and max_examples), reused for a snapshot holding the same weights.
+    `recorded_digests`: sha256 by path under `pretrain_dir`, as the pretrain manifest lists
+    them; a weights file not listed there is hashed."""
     from stages.evaluate.scorers import load_scorer
 
     pretrain_dir = Path(pretrain_dir)
@@ -54,10 +57,20 @@ def score_snapshots(pretrain_dir: str | Path, specs_and_shots: Sequence[tuple[Ta
     plans = [plan_task(spec, data_dir, shots=0 if spec.kind == "perplexity" else shots, seed=seed,
                        max_examples=max_examples)
              for spec, shots in specs_and_shots]
-    scored_digest = _weights_digest(scored_model[0]) if scored_model else None
+    recorded = recorded_digests or {}
+
+    def weights_digest(model_dir: Path) -> str | None:
+        path = Path(model_dir) / WEIGHTS_FILE
+        try:
+            known = recorded.get(path.relative_to(pretrain_dir).as_posix())
+        except ValueError:  # not under the pretrain folder
+            known = None
+        return known or (sha256_file(path) if path.is_file() else None)
+
+    scored_digest = weights_digest(scored_model[0]) if scored_model else None
     rows: list[dict[str, Any]] = []
     for entry in snapshots:
-        if scored_digest is not None and _weights_digest(pretrain_dir / entry["path"]) == scored_digest:
+        if scored_digest is not None and weights_digest(pretrain_dir / entry["path"]) == scored_digest:
             reports = list(scored_model[1])
         else:
             scorer = load_scorer(pretrain_dir / entry["path"], batch_size=batch_size, device=device,
@@ -72,7 +85,3 @@ def score_snapshots(pretrain_dir: str | Path, specs_and_shots: Sequence[tuple[Ta
                              "baseline": score.baseline, "higher_is_better": score.higher_is_better})
     return rows
 
-
-def _weights_digest(model_dir: Path) -> str | None:
-    path = Path(model_dir) / WEIGHTS_FILE
-    return sha256_file(path) if path.is_file() else None

@@ -175,3 +175,22 @@ def test_a_snapshot_with_the_scored_models_weights_reuses_its_reports(pretrain_d
     honest = score_snapshots(pretrain_dir, tasks, data_dir, seed=SEED, max_examples=MAX_EXAMPLES, batch_size=8,
                              max_length=None)
     assert [r for r in honest if r["step"] == 20] == [r for r in rows if r["step"] == 20]
+
+
+def test_the_manifests_digests_are_read_instead_of_hashing_the_weights_again(pretrain_dir, data_dir):
+    """With the pretrain manifest's sha256 per file given, those decide which snapshot
+    holds the scored model's weights (here they say step 20, not step 10, does)."""
+    tasks = [(resolve_task_spec("copa"), 0)]
+    scorer = load_scorer(pretrain_dir / "model", batch_size=8)
+    reports = [evaluate_task(spec, data_dir, scorer, shots=shots, seed=SEED, max_examples=MAX_EXAMPLES)
+               for spec, shots in tasks]
+    digests = {"model/model.safetensors": "a", "snapshots/step-0000010/model.safetensors": "b",
+               "snapshots/step-0000020/model.safetensors": "a"}
+    rows = score_snapshots(pretrain_dir, tasks, data_dir, seed=SEED, max_examples=MAX_EXAMPLES, batch_size=8,
+                           max_length=None, scored_model=(pretrain_dir / "model", reports),
+                           recorded_digests=digests)
+    honest = score_snapshots(pretrain_dir, tasks, data_dir, seed=SEED, max_examples=MAX_EXAMPLES, batch_size=8,
+                             max_length=None)
+    reused = {metric: score.value for metric, score in reports[0].scores.items()}
+    assert {r["metric"]: r["value"] for r in rows if r["step"] == 20} == reused
+    assert {r["metric"]: r["value"] for r in honest if r["step"] == 20} != reused
