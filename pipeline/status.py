@@ -7,7 +7,6 @@ one line per run (`render_runs`).
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from pipeline.run_state import (DONE, FAILED, INTERRUPTED, NEVER_RUN, RUNNING, R
                                 combine, selected_stages)
 from pipeline.runner import load_run_index, run_store
 from pipeline.stage_lock import describe_holder
-from pipeline.store import RUN_INDEX, describe_damage
+from pipeline.store import RUN_INDEX, describe_damage, read_json_object
 from stages.report.numbers import format_duration
 
 SCORE = re.compile(r"/(accuracy|f1|matthews(_corrcoef)?|pearson|spearman|exact_match|em)$")
@@ -246,7 +245,7 @@ def render_runs(root: Path, *, width: int | None = None, wide: bool = False) -> 
     for _, state in runs:
         counts[state.state] = counts.get(state.state, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    sweep = _read_json(root / "sweep.json")
+    sweep = read_json_object(root / "sweep.json")
     first = (f"sweep {sweep.get('name')}: {len(runs)} points ({summary}), stage outputs in "
              f"{(root / sweep.get('store', 'store')).resolve()}" if sweep
              else f"{len(runs)} runs ({summary}) under {root}")
@@ -274,17 +273,9 @@ def _pretrain_loss(path: Path, state: RunState) -> str:
 
 
 def _sweep_points(root: Path) -> list[str]:
-    index = _read_json(root / "sweep.json")
+    index = read_json_object(root / "sweep.json")
     return [str(p.get("workdir") or p.get("name")) for p in index.get("points", [])
             if isinstance(p, dict) and (p.get("workdir") or p.get("name"))]
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
 
 
 def _relative(path: Path, root: Path) -> str:

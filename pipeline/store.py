@@ -136,6 +136,16 @@ class ArtifactStore:
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
+def read_json_object(path: Path) -> dict:
+    """A JSON object file's contents, or {} when it is missing, unreadable or not an object:
+    for views (status, sweep indexes) that must show what they can of a run being written."""
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
 def write_json_atomic(path: Path, data: Any) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,6 @@ root and copied to the same names under the URL each time they change
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -44,7 +43,7 @@ from pipeline.graph import STAGE_NAMES, STAGES
 from pipeline.input_files import InputHasher
 from pipeline.interrupts import interrupted_exit_code, sigterm_as_ctrl_c
 from pipeline.planner import Decision, Selection, plan
-from pipeline.store import write_json_atomic
+from pipeline.store import read_json_object, write_json_atomic
 from pipeline.sweep import SWEEP_INDEX, Sweep, SweepPoint
 from pipeline.sweep_children import POINT_LOG, SHARED_LOG, PointRunner
 
@@ -120,7 +119,7 @@ class SweepIndex:
         self.sweep = sweep
         self.path = sweep.root / SWEEP_INDEX
         self.lock = threading.Lock()
-        previous = _read_json(self.path).get("points", [])
+        previous = read_json_object(self.path).get("points", [])
         states = {p.get("name"): p for p in previous if isinstance(p, dict)}
         self.data = {
             "name": sweep.name, "config_file": sweep.config_path, "updated": time.time(),
@@ -270,11 +269,4 @@ def _write_reports(sweep: Sweep, echo) -> None:
     except Exception as error:  # noqa: BLE001 - the points' results stand without the summary
         echo(f"warning: could not write the sweep's summary: {type(error).__name__}: {error}")
 
-
-def _read_json(path: Path) -> dict:
-    try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
 
