@@ -513,6 +513,12 @@ class PretrainConfig(Section):
         "training (stages/pretrain/samples.py), to watch it improve")
     checkpoint_every: int = Field(
         50, ge=1, description="checkpoint (to resume from) every this many steps, and at the end")
+    checkpoint_async: bool = Field(
+        False, description="training waits for a checkpoint only while its state is copied to "
+        "host memory; the files are written and uploaded to Ray Train's storage in the background "
+        "(Ray Train's async upload), at most one checkpoint at a time, and a failed one fails the run. "
+        "A run resumes from the last checkpoint that every worker finished. Costs one copy of the "
+        "checkpointed state in memory (docs/training.md, \"Checkpoints that do not stop training\")")
     max_failures: int = Field(
         1, ge=0, description="restart the workers from the last checkpoint up to this many times "
         "when a worker or node dies")
@@ -567,6 +573,8 @@ class PretrainConfig(Section):
             dumped.pop("samples", None)
         if dumped.get("peak_tflops") is None:  # unset: the device's own peak, or no MFU
             dumped.pop("peak_tflops", None)
+        if not dumped.get("checkpoint_async"):  # off: the fingerprint from before the key existed
+            dumped.pop("checkpoint_async", None)
         return dumped
 
     @model_validator(mode="after")

@@ -54,7 +54,8 @@ from stages.pretrain.objectives.base import NUM_PREDICTIONS
 from stages.pretrain.peak_flops import device_peak
 from stages.pretrain.samples import SAMPLES_FILE, Sampler
 from stages.pretrain.snapshots import record_snapshot, remove_partial_snapshots, snapshot_path, write_model_folder
-from stages.training.checkpoint import report_checkpoint, restore_latest
+from stages.training.async_checkpoint import open_checkpointer
+from stages.training.checkpoint import restore_latest
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
 from stages.training.engine_settings import EngineSettings
 from stages.training.parallelize import compile_loss_for, parallelize_for
@@ -105,6 +106,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         job.dataset_dir, "train", cfg.micro_batch_size, rank, world_size, seed, shuffle=True
     )
     mixture_sources = tuple(train_loader.names) if isinstance(train_loader, MixtureLoader) else ()
+    checkpointer = open_checkpointer(engine, asynchronous=cfg.checkpoint_async)  # pretrain.checkpoint_async
 
     step = 0
     state = restore_latest(engine)
@@ -216,8 +218,9 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
                 # and the last in-loop task scores (eval/<task>/<metric>)
                 **{k: v for k, v in last_metrics.items() if k.startswith(("val_", "eval/"))},
             }
-            report_checkpoint(engine, step, {"loader": train_loader.state_dict(), "tokens_seen": tokens_seen},
+            checkpointer.save(step, {"loader": train_loader.state_dict(), "tokens_seen": tokens_seen},
                               summary)
+    checkpointer.finish()  # the last checkpoint is written (or its failure raised) before the run ends
     if progress is not None:
         progress.close()
     if tracker is not None:

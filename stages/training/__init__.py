@@ -49,6 +49,11 @@ Worker side (inside train_loop_per_worker):
         on any number of workers: a checkpoint written by another world size is
         converted to DeepSpeed's universal checkpoint and loaded from that
     report_checkpoint(engine, step, extra_state: dict, metrics: dict)  (collective)
+        -> seconds training waited, by phase ("write", "report")
+    open_checkpointer(engine, asynchronous) -> .save(step, extra_state, metrics), .finish()
+        (async_checkpoint.py) report_checkpoint, or pretrain.checkpoint_async: the state
+        copied to host memory at the step boundary, written and uploaded by Ray Train's
+        upload thread, one save in flight, a failed one raised on the training thread
 
 Nothing is imported here, so `import stages.training` stays free of torch and Ray.
 """

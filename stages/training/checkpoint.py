@@ -42,6 +42,7 @@ import logging
 import random
 import shutil
 import tempfile
+import time
 from argparse import Namespace
 from pathlib import Path
 from typing import Any
@@ -64,30 +65,48 @@ START_OVER = (" (`pretrain run CONFIG --force pretrain`, or `--force finetune`, 
 logger = logging.getLogger(__name__)
 
 
-def report_checkpoint(engine, step: int, extra_state: dict[str, Any], metrics: dict[str, Any]) -> None:
-    """Save `engine` and `extra_state` at `step` and report them with `metrics`.
+def report_checkpoint(engine, step: int, extra_state: dict[str, Any], metrics: dict[str, Any]) -> dict[str, float]:
+    """Save `engine` and `extra_state` at `step` and report them with `metrics`; returns
+    the seconds each phase blocked training ("write": the files, "report": Ray Train's
+    copy to storage and the barrier). pretrain.checkpoint_async overlaps both with
+    training (stages.training.async_checkpoint).
 
     Only rank 0's metrics are kept by Ray Train (they become `Result.metrics` for the
     last checkpoint)."""
     import ray.train
 
     rank = ray.train.get_context().get_world_rank()
-    world_size = ray.train.get_context().get_world_size()
     local_dir = Path(tempfile.mkdtemp(prefix=f"checkpoint-step{step}-rank{rank}-"))
     try:
-        # Collective: all ranks write their ZeRO shards; rank 0 also writes the module
-        # weights and the `latest` tag file.
-        engine.save_checkpoint(str(local_dir), tag=f"global_step{step}")
-        # Our keys last: a caller's extra_state cannot shadow what restore_latest relies on.
-        state = {**extra_state, "step": step, "world_size": world_size, "rng": capture_rng_state()}
-        save_extra_state(local_dir, rank, state)
+        started = time.perf_counter()
+        write_local_checkpoint(engine, local_dir, step, extra_state)
+        written = time.perf_counter()
         ray.train.report(
             metrics,
             checkpoint=ray.train.Checkpoint.from_directory(str(local_dir)),
-            checkpoint_dir_name=f"checkpoint-step{step:08d}",
+            checkpoint_dir_name=checkpoint_dir_name(step),
         )
+        return {"write": written - started, "report": time.perf_counter() - written}
     finally:
         shutil.rmtree(local_dir, ignore_errors=True)
+
+
+def write_local_checkpoint(engine, local_dir: Path, step: int, extra_state: dict[str, Any]) -> None:
+    """This rank's files of the checkpoint of `step` into `local_dir` (collective)."""
+    import ray.train
+
+    rank = ray.train.get_context().get_world_rank()
+    world_size = ray.train.get_context().get_world_size()
+    # Collective: all ranks write their ZeRO shards; rank 0 also writes the module
+    # weights and the `latest` tag file.
+    engine.save_checkpoint(str(local_dir), tag=f"global_step{step}")
+    # Our keys last: a caller's extra_state cannot shadow what restore_latest relies on.
+    state = {**extra_state, "step": step, "world_size": world_size, "rng": capture_rng_state()}
+    save_extra_state(local_dir, rank, state)
+
+
+def checkpoint_dir_name(step: int) -> str:
+    return f"checkpoint-step{step:08d}"
 
 
 def restore_latest(engine) -> dict[str, Any] | None:
