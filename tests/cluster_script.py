@@ -15,9 +15,10 @@ import psutil
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_cluster_script(script: str, workdir: Path, marker: str, *, timeout: float) -> None:
+def run_cluster_script(script: str, workdir: Path, marker: str, *, timeout: float) -> str:
     """`python tests/<script> WORKDIR`; fails the test unless it exits 0 having printed
-    `marker`. Whatever it left running (it hung, or died before its own cleanup) is ended."""
+    `marker`, and returns its output. Whatever it left running (it hung, or died before
+    its own cleanup) is ended."""
     started = time.time()
     process = subprocess.Popen(
         [sys.executable, str(REPO_ROOT / "tests" / script), str(workdir)],
@@ -34,3 +35,4 @@ def run_cluster_script(script: str, workdir: Path, marker: str, *, timeout: floa
             process.wait()
     print(f"{script}: {time.time() - started:.1f}s")
     assert process.returncode == 0 and marker in output, output[-6000:]
+    return output

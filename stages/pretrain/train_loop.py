@@ -59,6 +59,7 @@ from stages.training.checkpoint import restore_latest
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
 from stages.training.engine_settings import EngineSettings
 from stages.training.parallelize import compile_loss_for, parallelize_for
+from stages.training.preemption import PreemptionWatch
 from stages.training.progress import ProgressLines
 from stages.tracking import open_tracker
 
@@ -154,6 +155,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     progress = ProgressLines("[pretrain]", cfg.max_steps, initial=step, rate_unit="tokens") if is_main else None
     train_seconds, steps_this_session, sampling_seconds = 0.0, 0, 0.0
     last_metrics: dict[str, Any] = {}
+    preemption = PreemptionWatch.start()  # SIGTERM or a node drain: checkpoint, then stop
     engine.train()
     while step < cfg.max_steps:
         started = time.perf_counter()
@@ -203,7 +205,9 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         _write_weights(engine, job, destinations, is_main)
         if snapshot_due and is_main:
             record_snapshot(output_dir, step, tokens_seen)
-        if step % cfg.checkpoint_every == 0 or step == cfg.max_steps:
+        # Every step, on every rank (collective): was any rank told that its node goes away?
+        preempted = preemption.stop_requested() and step < cfg.max_steps
+        if step % cfg.checkpoint_every == 0 or step == cfg.max_steps or preempted:
             summary = {
                 "steps": step,
                 "final_loss": last_metrics.get("loss"),
@@ -220,7 +224,11 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
             }
             checkpointer.save(step, {"loader": train_loader.state_dict(), "tokens_seen": tokens_seen},
                               summary)
+        if preempted:
+            checkpointer.finish()  # committed before the workers go
+            preemption.stop(step)  # raises Preempted: Ray Train restarts the workers from it
     checkpointer.finish()  # the last checkpoint is written (or its failure raised) before the run ends
+    preemption.close()
     if progress is not None:
         progress.close()
     if tracker is not None:

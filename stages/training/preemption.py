@@ -4,7 +4,7 @@ boundary and stops, so that the run loses no step (worker side).
     watch = PreemptionWatch.start()                    # before the loop, every rank
     while step < max_steps:
         ...one step...
-        stop = watch.stop_requested(engine.device)     # collective: every rank, every step
+        stop = watch.stop_requested()                  # collective: every rank, every step
         if stop or checkpoint due:
             report_checkpoint(...)                     # stages/training/checkpoint.py
         if stop:
@@ -31,7 +31,9 @@ Two warnings reach a worker:
   is a barrier through an actor, too dear for every step.
 
 Every rank calls `stop_requested` at every step boundary: one all_reduce(MAX) of one
-integer, so that all ranks take the same decision (the checkpoint is collective). Then
+integer, so that all ranks take the same decision (the checkpoint is collective). It runs
+on the CPU over gloo: with NCCL, a reduction on the GPU and its `.item()` would make the
+host wait for the step's queued GPU work every step, so a gloo group is made for it. Then
 every rank raises Preempted: Ray Train counts it as a worker failure and restarts the
 worker group from the checkpoint just committed (pretrain.max_failures), on nodes that
 are not draining; with no restart left the stage fails, and `pretrain run` resumes from
@@ -64,8 +66,9 @@ class Preempted(RuntimeError):
 class PreemptionWatch:
     """This worker's view of a coming preemption (module doc). One per training loop."""
 
-    def __init__(self, read_drain_mark) -> None:
+    def __init__(self, read_drain_mark, group=None) -> None:
         self._read_drain_mark = read_drain_mark
+        self._group = group  # a gloo process group, or None for the default one (or none at all)
         self.reason: str | None = None  # "SIGTERM" or "node drain", once a stop is agreed
         self.check_seconds = 0.0  # spent in stop_requested, for measuring its cost
         self.checks = 0
@@ -75,16 +78,19 @@ class PreemptionWatch:
         """Install the SIGTERM handler in this process and find Ray Train's drain mark."""
         _requested.clear()
         _on_main_thread(_install_handler)
-        return cls(_drain_mark_reader())
+        group = None
+        if dist.is_available() and dist.is_initialized() and dist.get_backend() != "gloo":
+            group = dist.new_group(backend="gloo")  # collective: every rank starts its watch
+        return cls(_drain_mark_reader(), group)
 
-    def stop_requested(self, device: torch.device | str) -> bool:
+    def stop_requested(self) -> bool:
         """Whether any rank was told its node goes away. Collective: every rank calls it
         at the same step."""
         started = time.perf_counter()
         local = 1 if _requested.is_set() else 2 if self._read_drain_mark() else 0
-        flag = torch.tensor([local], dtype=torch.int32, device=device)
+        flag = torch.tensor([local], dtype=torch.int32)
         if dist.is_available() and dist.is_initialized():
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._group)
         agreed = int(flag.item())
         self.check_seconds += time.perf_counter() - started
         self.checks += 1

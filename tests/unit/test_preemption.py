@@ -29,10 +29,10 @@ def ray_like_handler():
 
 def test_the_first_sigterm_asks_for_a_checkpoint_and_a_stop_the_second_stops_at_once(ray_like_handler):
     watch = PreemptionWatch.start()
-    assert not watch.stop_requested("cpu")
+    assert not watch.stop_requested()
     os.kill(os.getpid(), signal.SIGTERM)
     assert ray_like_handler == []  # still alive: the loop checkpoints at its step boundary
-    assert watch.stop_requested("cpu") and watch.reason == "SIGTERM"
+    assert watch.stop_requested() and watch.reason == "SIGTERM"
     os.kill(os.getpid(), signal.SIGTERM)
     assert ray_like_handler == [signal.SIGTERM]
     with pytest.raises(Preempted, match="after step 7 on SIGTERM.*resumes from it"):
@@ -48,13 +48,13 @@ def test_a_finished_loop_puts_the_handler_back_and_a_new_one_starts_clear(ray_li
     first.close()
     assert signal.getsignal(signal.SIGTERM) is not preemption._on_sigterm
     second = PreemptionWatch.start()
-    assert not second.stop_requested("cpu") and second.reason is None
+    assert not second.stop_requested() and second.reason is None
     second.close()
     assert second.checks == 1 and second.check_seconds > 0
 
 
 def test_outside_a_ray_train_worker_no_drain_is_seen():
-    assert PreemptionWatch(preemption._drain_mark_reader()).stop_requested("cpu") is False
+    assert PreemptionWatch(preemption._drain_mark_reader()).stop_requested() is False
 
 
 def test_ray_train_keeps_its_drain_mark_where_the_watch_reads_it():
