@@ -16,7 +16,7 @@ def test_a_second_save_waits_for_the_one_in_flight():
     slot = SaveSlot()
     release, second_tracked = threading.Event(), threading.Event()
     first = slot.track(lambda: release.wait(), "the checkpoint of step 1")
-    background = threading.Thread(target=first)  # the upload thread of the first save
+    background = threading.Thread(target=first, daemon=True)  # the upload thread of the first save
     background.start()
     assert slot.in_flight
 
@@ -24,11 +24,13 @@ def test_a_second_save_waits_for_the_one_in_flight():
         slot.track(lambda: None, "the checkpoint of step 2")
         second_tracked.set()
 
-    training = threading.Thread(target=training_thread)
+    training = threading.Thread(target=training_thread, daemon=True)
     training.start()
-    # Not a timing assertion: while the first save is held, the second cannot start at all.
-    assert not second_tracked.wait(0.3), "a second save started while one was in flight"
-    release.set()
+    try:
+        # Not a timing assertion: while the first save is held, the second cannot start at all.
+        assert not second_tracked.wait(0.3), "a second save started while one was in flight"
+    finally:
+        release.set()
     assert second_tracked.wait(10)
     training.join()
     background.join()
