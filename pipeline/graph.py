@@ -44,6 +44,13 @@ class StageSpec:
     # top-level entry under the stage directory (a fine-tuning task's folder, model/),
     # "file" = the file alone (the dataset stage rebuilds any shard whose file is gone).
     damage_scope: str = "top"
+    # On an object-store workdir, the stage's bulky outputs (shards, weights): fnmatch
+    # patterns relative to its directory, `*` crossing `/`. A file matching one is never
+    # brought to the driver's machine: the task that writes it on another node uploads it
+    # and reports its size and sha256 (the commit lists it from that report), and a task
+    # that reads it fetches it where it runs. Code that runs in the driver must not open
+    # such files of its inputs or of its own stage; it hands them to a task.
+    bulk_files: tuple[str, ...] = ()
 
     def load(self) -> Callable:
         module_name, _, function_name = self.entry.partition(":")
@@ -60,6 +67,7 @@ STAGES: tuple[StageSpec, ...] = (
     # ingest v2: sentences column, filters, near-dedup; v3: metadata column, CSV / Parquet /
     # Hugging Face sources. tokenizer v2: wordpiece, unigram.
     StageSpec(name="ingest", entry="stages.ingest.run:run", code_version="3",
+              bulk_files=("documents/*", "staging/*"),
               input_files="stages.ingest.inputs:input_files", reads_data_dir=True,
               summary_metrics=("documents_out", "bytes_out", "dropped_duplicate")),
     StageSpec(name="tokenizer", entry="stages.tokenizer.run:run", inputs=("ingest",), code_version="2",
@@ -69,17 +77,19 @@ STAGES: tuple[StageSpec, ...] = (
     # dataset v3: mlm pairs and masks drawn by the array code (other bytes, same rules).
     StageSpec(name="dataset", entry="stages.dataset.run:run", inputs=("ingest", "tokenizer"),
               code_version="3", experiment_keys=("seed",), resumes=True, damage_scope="file",
+              bulk_files=("train/*", "validation/*", "*/train/*", "*/validation/*"),
               summary_metrics=("train_rows", "train_tokens", "validation_tokens")),
     # pretrain v2: also writes hf/, a Hugging Face folder of the final weights; v3: bert/t5
     # families (mlm + nsp/sop, span), per-objective metrics, MFU, data wait time.
     StageSpec(name="pretrain", entry="stages.pretrain.run:run", inputs=("dataset", "tokenizer"),
               code_version="3", experiment_keys=("seed",), resumes=True, scratch_dirs=("ray",),
-              input_files="stages.pretrain.inputs:input_files",
+              input_files="stages.pretrain.inputs:input_files", bulk_files=("*.safetensors",),
               summary_metrics=("steps", "final_loss", "val_loss", "tokens_per_second")),
     # finetune v2: every task also writes hf/, its transformers folder (stages.finetune.hf_export).
     StageSpec(name="finetune", entry="stages.finetune.run:run", inputs=("pretrain",), code_version="2",
               experiment_keys=("seed",), resumes=True, scratch_dirs=("ray",),
               input_files="stages.finetune.inputs:input_files", reads_data_dir=True,
+              bulk_files=("*.safetensors", "*.npz"),
               summary_metrics=()),
     StageSpec(name="evaluate", entry="stages.evaluate.run:run", inputs=("pretrain",),
               input_files="stages.evaluate.inputs:input_files", reads_data_dir=True,

@@ -7,7 +7,8 @@ matter:
 
 - `fetch` before a stage runs: its inputs' finished files are downloaded into the mirror
   (those it does not hold with the manifest's bytes), so the stage reads local files as
-  always.
+  always; but for the inputs' bulk files (StageSpec.bulk_files: shards, weights), which
+  the tasks that read them fetch where they run.
 - `write_manifest` when it succeeded: every file the manifest lists is uploaded, then the
   manifest is created with a conditional put (If-None-Match: * on S3, ifGenerationMatch=0
   on GCS). Objects appear whole or not at all, so a reader sees either no manifest or the
@@ -19,8 +20,9 @@ Ray Train checkpoints do not pass through the mirror: the training stages give R
 resumes from the bucket. A stage's other partial files live in the mirror until the
 commit: a re-run on the same machine resumes from them, one on another machine starts the
 stage over. Its Ray tasks and workers may run on other nodes: they fetch and upload their
-own files, which the driver then gathers into the mirror (stages.staging.node_staging);
-the commit skips those already uploaded (`in_bucket`).
+own files, which the driver then gathers into the mirror, but for bulk files, which only
+the bucket keeps (stages.staging.node_staging); the commit skips those already uploaded
+(`in_bucket`) and lists the bulk ones from the tasks' reports (`elsewhere`).
 
 A stage computes only on bytes its manifest names. The mirror records, per file, the
 sha256 it holds with the file's size and mtime then (stages.staging.transfer: written when
@@ -44,6 +46,7 @@ from pipeline.object_lease import ObjectLease, peek_lease
 from pipeline.object_store import ObjectKeys, PreconditionFailed, join, json_bytes, open_bucket
 from pipeline.store import FAILURE, MANIFEST, ArtifactStore, Damage, StageCommitConflict, write_json_atomic
 from stages.file_digest import sha256_file
+from stages.file_tree import matches_any
 from stages.mirror import mirror_dir
 from stages.staging import transfer
 
@@ -174,16 +177,22 @@ class ObjectArtifactStore:
             return list(pool.map(lambda entry: sha256_file(directory / entry["path"]), files))
 
     # -- moving bytes ---------------------------------------------------------------------
-    def fetch(self, stage: str, fingerprint: str, *, max_file_bytes: int | None = None) -> Path:
+    def fetch(self, stage: str, fingerprint: str, *, max_file_bytes: int | None = None,
+              leave: tuple[str, ...] = ()) -> Path:
         """Make the finished stage's files in the mirror hold the manifest's bytes
-        (with max_file_bytes, only files up to that size): a copy is kept when the mirror's
-        record of it still matches, or its sha256 does; the others are downloaded."""
+        (with max_file_bytes, only files up to that size; files matching a `leave`
+        pattern, its StageSpec.bulk_files, stay in the bucket for the tasks that read
+        them): a copy is kept when the mirror's record of it still matches, or its sha256
+        does; the others are downloaded."""
         manifest = self.manifest(stage, fingerprint)
         directory = self.stage_dir(stage, fingerprint)
         if manifest is None:
             return directory
+        # A bulk file the mirror holds anyway (a task on this node fetched it) is kept
+        # true like the others: code here may read it.
         entries = [entry for entry in manifest.get("files", [])
-                   if max_file_bytes is None or entry.get("bytes", 0) <= max_file_bytes]
+                   if (max_file_bytes is None or entry.get("bytes", 0) <= max_file_bytes)
+                   and (not matches_any(entry["path"], leave) or (directory / entry["path"]).exists())]
         wanted = self._not_held(stage, fingerprint, entries)
         if wanted:
             self._download(stage, fingerprint, wanted)
@@ -257,7 +266,8 @@ class ObjectArtifactStore:
         return directory
 
     def write_manifest(self, stage: str, fingerprint: str, manifest: dict, *,
-                       in_bucket: dict[str, tuple[int, int]] | None = None) -> Path:
+                       in_bucket: dict[str, tuple[int, int]] | None = None,
+                       elsewhere: frozenset[str] = frozenset(), removed: tuple[str, ...] = ()) -> Path:
         """Upload the manifest's files, then commit: create the manifest key only if it
         does not exist. A second commit of one fingerprint means the stage lease was
         broken; it is refused rather than overwriting the first.
@@ -265,19 +275,24 @@ class ObjectArtifactStore:
         `in_bucket` names files already uploaded (by tasks on other nodes,
         stages.staging.node_staging) with the (size, mtime_ns) of the local copy then:
         those still unchanged are not uploaded again, and those the stage removed before
-        it finished (a scratch folder) are removed from the bucket too."""
+        it finished (a scratch folder) are removed from the bucket too.
+
+        `elsewhere` names manifest files whose only copy is the bucket's (written by
+        tasks on other nodes, never brought to this machine: their sizes and digests came
+        back with the task); `removed`, objects of such files the stage dropped."""
         directory = self.stage_dir(stage, fingerprint)
         key = self._key(stage, fingerprint, MANIFEST)
         if self.fs.exists(key):  # checked first too, so a committed stage's files stay as they are
             raise self._conflict(stage, fingerprint)
         self._remove(self._key(stage, fingerprint, FAILURE))
         in_bucket = in_bucket or {}
-        files = [f for f in manifest.get("files", []) if not _unchanged(directory / f["path"], in_bucket.get(f["path"]))]
+        files = [f for f in manifest.get("files", []) if f["path"] not in elsewhere
+                 and not _unchanged(directory / f["path"], in_bucket.get(f["path"]))]
         if files:
             self.fs.put([str(directory / f["path"]) for f in files],
                         [self._key(stage, fingerprint, f["path"]) for f in files])
         listed = {f["path"] for f in manifest.get("files", [])}
-        stale = [self._key(stage, fingerprint, path) for path in in_bucket if path not in listed]
+        stale = [self._key(stage, fingerprint, path) for path in (*in_bucket, *removed) if path not in listed]
         if stale:
             self.fs.rm(stale)
         try:

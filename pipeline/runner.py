@@ -97,7 +97,7 @@ def run_pipeline(cfg: ExperimentConfig, selection: Selection = Selection(), *,
                 if spec.needs_ray and use_ray:
                     ray_session.ensure_started(echo)
                 echo(f"[{decision.stage}] running ({decision.fingerprint}): {decision.reason}")
-                manifest = _run_stage(cfg, store, decision, fingerprints, load_stage(spec), lock)
+                manifest = _run_stage(cfg, store, decision, fingerprints, load_stage(spec), lock, use_ray)
             result.ran.append(decision.stage)
             summary = _summary(manifest["metrics"])
             echo(f"[{decision.stage}] done in {manifest['wall_seconds']:.1f}s" + (f" {summary}" if summary else ""))
@@ -114,7 +114,7 @@ def _finished_meanwhile(store: ArtifactStore, decision: Decision) -> bool:
 
 
 def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
-               fingerprints: dict, stage_function, lock=None) -> dict:
+               fingerprints: dict, stage_function, lock=None, use_ray: bool = True) -> dict:
     spec = BY_NAME[decision.stage]
     fp, identity = fingerprints[spec.name]
     # A forced stage must not "resume" from its own finished checkpoints.
@@ -122,8 +122,13 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
     # An earlier attempt killed mid-write (or on a full disk) may have left temporary
     # files; a resuming stage keeps its *.partial progress.
     remove_temporaries(output_dir, spec.scratch_dirs, keep_partial=True)
-    # On an object store, the inputs' finished files are downloaded into the mirror first.
-    inputs = {name: store.fetch(name, fingerprints[name][0]) for name in spec.inputs}
+    # On an object store, the inputs' finished files are downloaded into the mirror
+    # first, but for their bulk files (shards, weights): the tasks that read those fetch
+    # them where they run.
+    inputs = {name: store.fetch(name, fingerprints[name][0],
+                                # Without Ray (engine tests), nothing runs elsewhere.
+                                leave=BY_NAME[name].bulk_files if use_ray else ())
+              for name in spec.inputs}
     ctx = StageContext(
         name=spec.name, config=getattr(cfg, spec.name), experiment=cfg, output_dir=output_dir,
         inputs=inputs, output_url=store.stage_url(spec.name, fp),
@@ -132,7 +137,7 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
     )
     # On an object store, tasks and workers on other nodes fetch and upload their own
     # files (stages.staging.node_staging); the commit then skips what they uploaded.
-    staging = _node_staging(store, output_dir, ctx.input_manifests, fingerprints, spec.inputs)
+    staging = _node_staging(store, output_dir, ctx.input_manifests, fingerprints, spec)
     start = time.time()
     try:
         with staged_through_bucket(staging):
@@ -151,6 +156,9 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
     try:
         remove_temporaries(output_dir, spec.scratch_dirs)
         files = inventory(output_dir, spec.scratch_dirs)
+        elsewhere: frozenset[str] = frozenset()
+        if staging is not None:
+            files, elsewhere = with_remote_files(files, staging.remote_files(), spec.scratch_dirs)
     except OSError as error:  # e.g. a file the stage wrote vanished or cannot be read
         _record_failure(store, spec.name, fp, error)
         raise StageFailed(spec.name, error, "listing its outputs") from error
@@ -169,7 +177,8 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
         if staging is None:
             store.write_manifest(spec.name, fp, manifest)
         else:
-            store.write_manifest(spec.name, fp, manifest, in_bucket=staging.in_bucket())
+            store.write_manifest(spec.name, fp, manifest, in_bucket=staging.in_bucket(),
+                                 elsewhere=elsewhere, removed=staging.dropped_files())
     except OSError as error:  # a full disk: the manifest is written atomically, so none is there
         _record_failure(store, spec.name, fp, error)
         raise StageFailed(spec.name, error, "writing its manifest") from error
@@ -205,13 +214,35 @@ def _record_failure(store: ArtifactStore, stage: str, fingerprint: str, error: B
 
 
 def _node_staging(store, output_dir: Path, input_manifests: dict, fingerprints: dict,
-                  inputs: tuple[str, ...]) -> NodeStaging | None:
+                  spec) -> NodeStaging | None:
     if store.url is None:
         return None
-    known = {f"{name}/{fingerprints[name][0]}/{entry['path']}": entry["sha256"]
-             for name in inputs for entry in (input_manifests.get(name) or {}).get("files", [])
-             if entry.get("sha256")}
-    return NodeStaging(store.url, store.workdir, output_dir, known)
+    entries = {f"{name}/{fingerprints[name][0]}/{entry['path']}": entry
+               for name in spec.inputs for entry in (input_manifests.get(name) or {}).get("files", [])
+               if entry.get("sha256")}
+    return NodeStaging(store.url, store.workdir, output_dir,
+                       known={rel: entry["sha256"] for rel, entry in entries.items()},
+                       known_sizes={rel: entry["bytes"] for rel, entry in entries.items()},
+                       bulk=spec.bulk_files)
+
+
+def with_remote_files(files: list[dict], remote: list[dict],
+                      skip_dirs: tuple[str, ...] = ()) -> tuple[list[dict], frozenset[str]]:
+    """The manifest's file list: what the stage's folder holds here (`files`, from
+    `inventory`) and the bulk files tasks on other nodes wrote (`remote`, as they
+    reported them), in one order; and the paths whose bytes are already in the bucket
+    (remote files, also those a task on this node fetched since with the same bytes)."""
+    local = {entry["path"]: entry for entry in files}
+    elsewhere = set()
+    for entry in remote:
+        if Path(entry["path"]).parts[0] in skip_dirs:
+            continue
+        held = local.get(entry["path"])
+        if held is None or held["sha256"] == entry["sha256"]:
+            local[entry["path"]] = entry
+            elsewhere.add(entry["path"])
+    merged = sorted(local.values(), key=lambda entry: Path(entry["path"]).parts)
+    return merged, frozenset(elsewhere)
 
 
 def _check_data_dir(cfg: ExperimentConfig, to_run: list[Decision]) -> None:

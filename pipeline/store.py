@@ -49,7 +49,8 @@ class ArtifactStore:
         """Where the stage's outputs live when that is not `stage_dir` (object stores)."""
         return None
 
-    def fetch(self, stage: str, fingerprint: str, *, max_file_bytes: int | None = None) -> Path:
+    def fetch(self, stage: str, fingerprint: str, *, max_file_bytes: int | None = None,
+              leave: tuple[str, ...] = ()) -> Path:
         """The finished stage's files, readable locally (here they already are)."""
         return self.stage_dir(stage, fingerprint)
 

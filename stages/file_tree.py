@@ -3,6 +3,7 @@ stage's outputs from the bookkeeping beside them (tracking folders, temporary fi
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from pathlib import Path, PurePath
@@ -64,3 +65,9 @@ def leftover_temporaries(directory: str | Path, skip_dirs: tuple[str, ...] = ())
         subdirs[:] = kept
         found += [Path(current) / name for name in sorted(names) if is_temporary(name)]
     return found
+
+
+def matches_any(relative: str, patterns: tuple[str, ...]) -> bool:
+    """Whether a path under a stage directory matches one of `patterns`, fnmatch globs
+    whose `*` also crosses `/` ("documents/*", "*/model/*.safetensors")."""
+    return any(fnmatch.fnmatchcase(relative, pattern) for pattern in patterns)

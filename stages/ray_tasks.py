@@ -76,6 +76,34 @@ def active_staging() -> NodeStaging | None:
     return _staging if ray_is_up() else None
 
 
+def map_staged(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
+               num_cpus: float = 1) -> list[Any]:
+    """[function(item) for item in items] where the files are: as Ray tasks in an
+    object-store run (a task on any node fetches what its item names from the bucket, so
+    the driver never holds the stage's bulk files), in this process otherwise (the files
+    are right here, and a task would only cost a worker's start)."""
+    if active_staging() is not None:
+        return map_tasks(function, items, desc=desc, num_cpus=num_cpus)
+    with run_in_process():
+        return map_tasks(function, items, desc=desc)
+
+
+def forget_files(path: Any) -> None:
+    """Tell an object-store run's staging that the stage removed `path` (a folder of
+    scratch files): what tasks elsewhere wrote under it, which only the bucket holds, is
+    not an output, and the commit deletes it there. Nothing to do otherwise."""
+    if _staging is not None:
+        _staging.forget(path)
+
+
+def bring_to_driver(path: Any) -> None:
+    """Fetch into the driver's mirror the files at or under `path` that only the bucket
+    holds (an input's bulk files), for code that must read a few of them in the driver
+    (the first validation rows). Nothing to do outside an object-store run."""
+    if _staging is not None:
+        _staging.bring_here(path)
+
+
 def map_tasks(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
               num_cpus: float = 1, num_gpus: float = 0) -> list[Any]:
     """[function(item) for item in items], one Ray task per item when Ray is up.
@@ -85,6 +113,8 @@ def map_tasks(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
     each task reserves.
     """
     if not ray_is_up():
+        if _staging is not None:  # an object-store run's bulk inputs, in this process's mirror
+            _staging.bring_items_here(list(items))
         return [function(item) for item in tqdm(items, desc=desc, unit="task", disable=None)]
 
     import ray

@@ -1,22 +1,26 @@
-"""An object-store run spread over two Ray nodes that do not share the run's files; exit
-non-zero on failure. Run by tests/integration/test_bucket_run_multinode.py in its own
-process, because a Ray cluster cannot share the test session's Ray instance.
+"""A whole object-store run spread over a Ray cluster of three nodes that do not share
+the run's files, whose driver never holds a stage's bulk output; exit non-zero on failure.
+Run by tests/integration/test_bucket_run_multinode.py in its own process, because a Ray
+cluster cannot share the test session's Ray instance.
 
     python tests/multinode_bucket_run.py WORKDIR
 
 A real S3 server on loopback (moto's, tests/s3_server.py) holds the workdir. A
-`ray.cluster_utils.Cluster` has two nodes with one CPU each: the head, where the `pretrain`
-CLI (the driver) runs, and node B, whose raylet (and so every worker it starts) has its
-own PRETRAIN_MIRROR: what a task there finds under the driver's mirror is nothing. The
-data stages' tasks and the two workers of pretrain, finetune and evaluate (one per node:
-each node has one CPU) must then fetch their inputs from the bucket and upload what they
-write.
+`ray.cluster_utils.Cluster` has a head with no CPUs, where the `pretrain` CLI (the driver)
+runs, as on a real cluster whose head only coordinates, and nodes B and C with one CPU
+each, whose raylets (and so every worker they start) have their own PRETRAIN_MIRROR. The
+data stages' tasks and the two workers of pretrain, finetune and evaluate (one per node)
+fetch their inputs from the bucket and upload what they write.
 
-Checked: every stage commits; node B did run work of ingest, dataset, pretrain, finetune
-and evaluate (its work log, stages.staging.transfer.log_work); ingest, tokenizer and dataset hold the same
-files, byte for byte (sha256), as the same stages on local disk (but for the times in metrics.jsonl); every object the
-manifests list is intact in the bucket (a deep verify), and nothing else is left under
-the stages' prefixes (the ingest tasks' scratch files are gone).
+Checked: every stage of the gpt-tiny pipeline commits, report included; B and C both did
+work, and every stage but the report ran on them (their work logs,
+stages.staging.transfer.log_work); the driver's mirror never held a document shard, a
+dataset shard, weights or a checkpoint, and never more than DRIVER_QUOTA bytes (a
+watcher lists it every 50 ms while the run goes on); ingest, tokenizer, dataset and
+pretrain's weights hold the same bytes (sha256) as the same stages on local disk (but for
+the times in metrics.jsonl); every object the manifests list is intact in the bucket (a
+deep verify), and nothing else is left under the stages' prefixes (the ingest tasks'
+scratch files are gone).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +38,13 @@ sys.path.insert(0, str(REPO_ROOT))
 CONFIG = "configs/gpt-tiny.yaml"
 DATA_STAGES = ("ingest", "tokenizer", "dataset")
 # Two workers each for pretrain, finetune and evaluate: one on each node.
-BUCKET_STAGES = (*DATA_STAGES, "pretrain", "finetune", "evaluate")
+BUCKET_STAGES = (*DATA_STAGES, "pretrain", "finetune", "evaluate", "report")
+WORKER_STAGES = BUCKET_STAGES[:-1]  # the report runs in the driver
+# What the driver's mirror may hold at most: manifests, logs, configs, tokenizer files
+# and the report. One stage's shards or weights are several times this.
+DRIVER_QUOTA = 1_500_000
+# A stage output the driver must never hold (its bulk files, and checkpoint files).
+NEVER_ON_DRIVER = (".parquet", ".arrow", ".safetensors", ".npz", ".pt", ".bin")
 
 
 def cli(*args: str) -> None:
@@ -61,6 +72,28 @@ def staged_on_node(mirror: Path) -> dict[str, int]:
     return counts
 
 
+class MirrorWatcher(threading.Thread):
+    """Lists a folder every 50 ms: the largest total size seen, and every file name."""
+
+    def __init__(self, root: Path):
+        super().__init__(daemon=True)
+        self.root, self.peak, self.seen = root, 0, set()
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.05):
+            total = 0
+            for current, _, names in os.walk(self.root):
+                for name in names:
+                    path = Path(current) / name
+                    try:
+                        total += path.stat().st_size
+                    except OSError:
+                        continue  # renamed or removed meanwhile
+                    self.seen.add(path.relative_to(self.root).as_posix())
+            self.peak = max(self.peak, total)
+
+
 def main(workdir: Path) -> None:
     from ray.cluster_utils import Cluster
 
@@ -69,24 +102,33 @@ def main(workdir: Path) -> None:
     from pipeline.store import ArtifactStore
     from tests.s3_server import make_bucket, s3_server
 
-    driver_mirror, node_mirror = workdir / "driver-mirror", workdir / "node-b-mirror"
+    driver_mirror = workdir / "driver-mirror"
+    node_mirrors = {"B": workdir / "node-b-mirror", "C": workdir / "node-c-mirror"}
     os.environ["PRETRAIN_MIRROR"] = str(driver_mirror)
+    driver_mirror.mkdir(parents=True)
+    watcher = MirrorWatcher(driver_mirror)
     with s3_server():  # before the cluster: its raylets and workers inherit the endpoint
         url = f"{make_bucket('multinode')}/gpt-tiny"
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
         try:
-            cluster.add_node(num_cpus=1, env_vars={"PRETRAIN_MIRROR": str(node_mirror)})
+            for mirror in node_mirrors.values():
+                cluster.add_node(num_cpus=1, env_vars={"PRETRAIN_MIRROR": str(mirror)})
             cluster.wait_for_nodes()
             common = ("-o", f"ray.address={cluster.address}", "-o", "pretrain.max_steps=4",
                       "-o", "pretrain.checkpoint_every=2", "-o", "pretrain.eval_every=4")
             small = ("-o", "finetune.max_train_examples=64", "-o", "evaluate.tasks=[copa]",
                      "-o", "evaluate.max_examples=4")
-            cli("run", CONFIG, "-o", f"workdir={url}", *common, *small,
-                *(f"--only={stage}" for stage in BUCKET_STAGES))
-            local = workdir / "local"
-            cli("run", CONFIG, "-o", f"workdir={local}", *common, *(f"--only={stage}" for stage in DATA_STAGES))
+            watcher.start()
+            try:
+                cli("run", CONFIG, "-o", f"workdir={url}", *common, *small)
+            finally:
+                watcher.stopped.set()
+                watcher.join()
         finally:
             cluster.shutdown()
+        local = workdir / "local"
+        cli("run", CONFIG, "-o", f"workdir={local}", *common[2:],
+            *(f"--only={stage}" for stage in (*DATA_STAGES, "pretrain")))
 
         index = load_run_index(url)
         bucket = open_store(url)
@@ -107,11 +149,22 @@ def main(workdir: Path) -> None:
                 expected = manifest_files(reference.manifest(stage, fingerprint), skip=timed)
                 assert manifest_files(manifest, skip=timed) == expected, \
                     f"{stage}: the bucket's files differ from the local run's"
+        weights = "model/model.safetensors"
+        pretrain = index["stages"]["pretrain"]
+        assert manifest_files(bucket.manifest("pretrain", pretrain))[weights] == \
+            manifest_files(reference.manifest("pretrain", pretrain))[weights], \
+            "pretrain: the bucket run's weights differ from the local run's"
 
-    on_node_b = staged_on_node(node_mirror)
-    print(f"files node B fetched or uploaded, per stage: {on_node_b}", flush=True)
-    for stage in ("ingest", "dataset", "pretrain", "finetune", "evaluate"):
-        assert on_node_b.get(stage, 0) > 0, f"no {stage} work ran on node B: {on_node_b}"
+    on_driver = sorted(name for name in watcher.seen if name.endswith(NEVER_ON_DRIVER))
+    print(f"driver's mirror: at most {watcher.peak:,} bytes, {len(watcher.seen)} files seen", flush=True)
+    assert not on_driver, f"the driver's mirror held stage outputs it must not: {on_driver[:8]}"
+    assert watcher.peak <= DRIVER_QUOTA, f"the driver's mirror reached {watcher.peak:,} bytes"
+    work = {node: staged_on_node(mirror) for node, mirror in node_mirrors.items()}
+    print(f"tasks or workers per stage, per node: {work}", flush=True)
+    for stage in WORKER_STAGES:
+        assert sum(counts.get(stage, 0) for counts in work.values()) > 0, f"no {stage} work on B or C: {work}"
+    for node, counts in work.items():
+        assert counts, f"node {node} ran nothing: {work}"
     print("MULTINODE BUCKET OK", flush=True)
 
 

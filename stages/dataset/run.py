@@ -48,9 +48,9 @@ from stages.dataset.config import DatasetConfig
 from stages.dataset.mixture import mixture_index, plan_mixture
 from stages.dataset.objectives import ObjectiveSpec, span_lengths
 from stages.dataset.packing import PackJob, pack_shard, remove_partial_files
-from stages.dataset.stats import split_stats
+from stages.dataset.stats import StatsJob, split_stats_of
 from stages.ingest.sharding import document_shards
-from stages.ray_tasks import map_tasks
+from stages.ray_tasks import map_staged, map_tasks
 from stages.tokenizer.output import TOKENIZER_FILE, TokenIds, resolve_token_ids
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 def run(ctx: StageContext) -> dict:
     config: DatasetConfig = ctx.config
-    ingest_shards = document_shards(ctx.inputs["ingest"])
+    ingest_shards = document_shards(ctx.inputs["ingest"], ctx.input_manifests.get("ingest"))
     tokenizer_file = ctx.inputs["tokenizer"] / TOKENIZER_FILE
     if not ingest_shards:
         raise FileNotFoundError(
@@ -95,11 +95,20 @@ def run(ctx: StageContext) -> dict:
     packed = map_tasks(pack_shard, jobs, desc="dataset: tokenize and pack")
     seconds = time.perf_counter() - start
 
-    indexes, stats, done = [], [], 0
+    per_target, done = [], 0
     for target in targets:
-        results = packed[done:done + len(target.shards)]
+        per_target.append(packed[done:done + len(target.shards)])
         done += len(target.shards)
-        index, target_stats = _target_index(target, results, config, ids, dtype)
+    for target, results in zip(targets, per_target, strict=True):
+        if sum(p.train_rows for p in results) == 0:
+            part = f" of dataset.mixture part {target.name!r}" if target.name else ""
+            raise ValueError(
+                f"the train split{part} is empty: the corpus has fewer than seq_len={config.seq_len} "
+                f"tokens per ingest shard; lower dataset.seq_len or ingest more text")
+    all_stats = _targets_stats(targets, config, ids)
+    indexes, stats = [], []
+    for target, results, target_stats in zip(targets, per_target, all_stats, strict=True):
+        index = _target_index(target, results, config, ids, dtype, target_stats)
         write_index(target.output_dir, index)
         indexes.append(index)
         stats.append(target_stats)
@@ -139,30 +148,37 @@ class _Target:
     name: str | None = None
 
 
+def _targets_stats(targets: list[_Target], config: DatasetConfig, ids: TokenIds) -> list[dict]:
+    """Per target, per split, its statistics, read back from the finished shards by tasks
+    where the shards are (stages.ray_tasks.map_staged); clm's need no reading."""
+    jobs = [StatsJob(target.output_dir, tuple(target.output_dir / shard_path(split, i) for i, _ in target.shards),
+                     config.objective, config.seq_len, ids.pad, ids.sentinels)
+            for target in targets for split in SPLITS]
+    if config.objective == "clm":
+        results = [split_stats_of(job) for job in jobs]
+    else:
+        results = map_staged(split_stats_of, jobs, desc="dataset: split statistics")
+    return [dict(zip(SPLITS, results[k * len(SPLITS):(k + 1) * len(SPLITS)], strict=True))
+            for k in range(len(targets))]
+
+
 def _target_index(target: _Target, packed: list, config: DatasetConfig, ids: TokenIds,
-                  dtype: str) -> tuple[dict, dict]:
-    """The index.json of one built dataset (and its per-split stats)."""
-    splits, stats = {}, {}
+                  dtype: str, stats: dict) -> dict:
+    """The index.json of one built dataset, with its per-split `stats`."""
+    splits = {}
     for split in SPLITS:
         shards = [{"path": shard_path(split, i), "rows": getattr(p, f"{split}_rows"),
                    "tokens": getattr(p, f"{split}_rows") * config.seq_len}
                   for (i, _), p in zip(target.shards, packed, strict=True)]
         rows = sum(shard["rows"] for shard in shards)
         splits[split] = {"shards": shards, "rows": rows, "tokens": rows * config.seq_len}
-        stats[split] = split_stats(target.output_dir, shards, config.objective, config.seq_len,
-                                   ids.pad, ids.sentinels)
-    if splits["train"]["rows"] == 0:
-        part = f" of dataset.mixture part {target.name!r}" if target.name else ""
-        raise ValueError(
-            f"the train split{part} is empty: the corpus has fewer than seq_len={config.seq_len} "
-            f"tokens per ingest shard; lower dataset.seq_len or ingest more text")
     index = {
         "objective": config.objective, "seq_len": config.seq_len, "vocab_size": ids.vocab_size,
         "dtype": dtype, "eos_id": ids.eos, "pad_id": ids.pad, "splits": splits,
     }
     if config.objective != "clm":  # clm's index stays as it was (byte-identical outputs)
         index.update(_objective_index(config, ids), stats=stats)
-    return index, stats
+    return index
 
 
 def _split_metrics(splits: dict) -> dict:

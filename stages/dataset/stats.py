@@ -3,12 +3,30 @@ record batch at a time), so that shards kept from an interrupted build count too
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from stages.data.packed import column_arrays
+
+
+@dataclass(frozen=True)
+class StatsJob:
+    """One split's statistics, read back from its shards wherever they are (a task in an
+    object-store run: the driver holds no shard)."""
+    output_dir: Path
+    shard_files: tuple[Path, ...]  # absolute: what a task on another node fetches
+    objective: str
+    seq_len: int
+    pad_id: int | None
+    sentinels: tuple[int, ...]
+
+
+def split_stats_of(job: StatsJob) -> dict:
+    shards = [{"path": path.relative_to(job.output_dir).as_posix()} for path in job.shard_files]
+    return split_stats(job.output_dir, shards, job.objective, job.seq_len, job.pad_id, job.sentinels)
 
 
 def split_stats(output_dir: Path, shards: list[dict], objective: str, seq_len: int,

@@ -28,7 +28,7 @@ from stages.evaluate.config import EvaluateConfig
 from stages.evaluate.evaluate_task import TaskPlan, TaskReport, merge_answered, plan_task, run_requests, score_task
 from stages.evaluate.generation_task import write_generation_texts
 from stages.evaluate.spec import TaskSpec, resolve_task_spec
-from stages.ray_tasks import map_tasks
+from stages.ray_tasks import map_staged, map_tasks
 
 
 @dataclass(frozen=True)
@@ -87,20 +87,30 @@ def run(ctx) -> dict[str, Any]:
 
 def score_training_snapshots(ctx, specs: dict[str, TaskSpec], settings, data_dir: Path,
                              scored_model=None) -> int:
-    """Score the pretrain stage's snapshots (in this process) into snapshots.json; the
+    """Score the pretrain stage's snapshots (where their weights are) into snapshots.json; the
     report plots them against training tokens. Returns how many snapshots were scored."""
-    from stages.evaluate.snapshots import score_snapshots
-
     cfg: EvaluateConfig = ctx.config
-    rows = score_snapshots(Path(ctx.inputs["pretrain"]).resolve(),
-                           [(specs[s.task], s.shots) for s in settings], data_dir, seed=cfg.seed,
-                           max_examples=cfg.max_examples, batch_size=cfg.batch_size,
-                           max_length=cfg.max_length,
-                           device="cuda" if cfg.gpus_per_worker else "cpu", scored_model=scored_model,
-                           recorded_digests=_recorded_digests(ctx.input_manifests.get("pretrain")))
+    arguments = dict(pretrain_dir=Path(ctx.inputs["pretrain"]).resolve(),
+                     tasks=[(specs[s.task], s.shots) for s in settings], data_dir=data_dir, seed=cfg.seed,
+                     max_examples=cfg.max_examples, batch_size=cfg.batch_size,
+                     max_length=cfg.max_length,
+                     device="cuda" if cfg.gpus_per_worker else "cpu", scored_model=scored_model,
+                     recorded_digests=_recorded_digests(ctx.input_manifests.get("pretrain")))
+    # Where the snapshots' weights are: a task on a node that fetches them in an
+    # object-store run, this process otherwise (stages.ray_tasks.map_staged).
+    [rows] = map_staged(_score_snapshots_job, [arguments], desc="evaluate: snapshots",
+                        num_cpus=cfg.cpus_per_worker)
     (Path(ctx.output_dir) / "snapshots.json").write_text(json.dumps(rows, indent=2, default=float) + "\n",
                                                          encoding="utf-8")
     return len({row["step"] for row in rows})
+
+
+def _score_snapshots_job(arguments: dict) -> list[dict]:
+    from stages.evaluate.snapshots import score_snapshots
+
+    arguments = dict(arguments)
+    return score_snapshots(arguments.pop("pretrain_dir"), arguments.pop("tasks"), arguments.pop("data_dir"),
+                           **arguments)
 
 
 def _recorded_digests(manifest: dict | None) -> dict[str, str]:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ from stages.finetune.outputs import OUTPUTS_NAME, is_task_finished, read_task_me
 from stages.finetune.task_cache import reuse_finished_task, task_fingerprint, write_task_fingerprint
 from stages.finetune.task_defaults import config_for_task
 from stages.finetune.tasks import get_task
+from stages.ray_tasks import map_staged
 
 RAY_STORAGE_DIR = "ray"  # the engine keeps it out of the manifest (scratch_dirs)
 
@@ -172,12 +174,11 @@ def train_task(request: TaskRequest, *, task_dir: Path, storage_path: Path | str
     result = fit(finetune_worker, {"job": job}, num_workers=cfg.num_workers, storage_path=storage_path,
                  run_name=spec.name, max_failures=cfg.max_failures, use_gpu=cfg.gpus_per_worker > 0)
 
-    with np.load(task_dir / OUTPUTS_NAME) as saved:
-        outputs = {split: saved[split] for split in prepared.predict_splits}
+    # Reads the task's outputs and weights: where they are (stages.ray_tasks.map_staged).
+    [written] = map_staged(finish_task, [FinishedTask(request, family, prepared, task_dir)],
+                           desc=f"finetune: {spec.name} outputs")
     metrics = {
-        **family.write_outputs(request, prepared, outputs, task_dir),
-        **export_task_hf(task_dir, spec, cfg),  # <task>/hf/: the model as its transformers class
-        "epochs": cfg.epochs, **best_epoch_facts(task_dir, cfg.keep_best),
+        **written,
         "steps": int(result.metrics.get("step", 0)) if result.metrics else 0,
         "seconds": round(time.perf_counter() - started, 2),
     }
@@ -186,6 +187,27 @@ def train_task(request: TaskRequest, *, task_dir: Path, storage_path: Path | str
     for warning in metrics.get("warnings", []):
         print(f"[finetune] WARNING {spec.name}: {warning}", flush=True)
     return metrics
+
+
+@dataclass(frozen=True)
+class FinishedTask:
+    request: TaskRequest
+    family: Any
+    prepared: Any
+    task_dir: Path
+
+
+def finish_task(job: FinishedTask) -> dict[str, Any]:
+    """The trained task's predictions and scores, its transformers folder and its best
+    epoch, from what the workers wrote in its folder."""
+    spec, cfg = job.request.spec, job.request.cfg
+    with np.load(job.task_dir / OUTPUTS_NAME) as saved:
+        outputs = {split: saved[split] for split in job.prepared.predict_splits}
+    return {
+        **job.family.write_outputs(job.request, job.prepared, outputs, job.task_dir),
+        **export_task_hf(job.task_dir, spec, cfg),  # <task>/hf/: the model as its transformers class
+        "epochs": cfg.epochs, **best_epoch_facts(job.task_dir, cfg.keep_best),
+    }
 
 
 def check_task_files(specs: list, data_dir: Path) -> None:

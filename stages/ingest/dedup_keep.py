@@ -42,6 +42,7 @@ class KeepJob:
     num_partitions: int
     dedup_dir: str
     clustering: str = "pairs"  # IngestConfig.minhash_clustering
+    staging_dir: str = ""  # what the task reads (PartitionJob.staging_dir)
 
 
 @dataclass(frozen=True)

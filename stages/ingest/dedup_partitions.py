@@ -47,6 +47,9 @@ class PartitionJob:
     num_partitions: int
     dedup_dir: str  # holds files.json: the staging paths, in corpus order
     near: bool
+    # The folder of the staged files and their entries, which the task reads: named so
+    # that a task on another node of an object-store run fetches it (stages.staging).
+    staging_dir: str = ""
 
 
 def partition_count(num_documents: int, num_bands: int | None, num_cpus: int) -> int:
@@ -57,15 +60,17 @@ def partition_count(num_documents: int, num_bands: int | None, num_cpus: int) ->
 
 
 def write_file_list(dedup_dir: str, staging_paths: list[str]) -> None:
-    """The staging paths, once on disk rather than in every job (files x partitions)."""
+    """The staging paths, once on disk rather than in every job (files x partitions);
+    relative to dedup_dir, so that a task that sees the folder elsewhere (another node's
+    copy) finds the files beside it there."""
     os.makedirs(dedup_dir, exist_ok=True)
     with open(os.path.join(dedup_dir, "files.json"), "w", encoding="utf-8") as out:
-        json.dump(staging_paths, out)
+        json.dump([os.path.relpath(path, dedup_dir) for path in staging_paths], out)
 
 
 def read_file_list(dedup_dir: str) -> list[str]:
     with open(os.path.join(dedup_dir, "files.json"), encoding="utf-8") as file_list:
-        return json.load(file_list)
+        return [os.path.normpath(os.path.join(dedup_dir, name)) for name in json.load(file_list)]
 
 
 def exact_drops_path(dedup_dir: str, partition: int) -> str:

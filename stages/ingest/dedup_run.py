@@ -22,6 +22,8 @@ both agree.
 
 from __future__ import annotations
 
+import os
+
 from stages.ingest.config import IngestConfig
 from stages.ingest.dedup_components import write_component_drops
 from stages.ingest.dedup_keep import FileKept, KeepJob, build_keep_mask, write_verified_pairs
@@ -40,16 +42,17 @@ def deduplicate(staged: list[StagedFile], staging_paths: list[str], config: Inge
     """Write every staged file's keep mask; per file, its totals. `num_partitions`: by
     default from the document count and the cluster's CPUs (partition_count)."""
     write_file_list(dedup_dir, staging_paths)
+    staging_dir = os.path.dirname(dedup_dir)  # the staged files and their entries, beside it
     if num_partitions is None:
         num_partitions = partition_count(
             sum(s.num_documents for s in staged),
             config.minhash_bands if config.dedup == "near" else None, _cluster_cpus())
     if config.dedup != "none":
-        jobs = [PartitionJob(p, num_partitions, dedup_dir, config.dedup == "near")
+        jobs = [PartitionJob(p, num_partitions, dedup_dir, config.dedup == "near", staging_dir)
                 for p in range(num_partitions)]
         map_tasks(find_duplicates, jobs, desc="ingest: dedup partitions")
     keep_jobs = [KeepJob(i, config.dedup, config.minhash_threshold, num_partitions, dedup_dir,
-                         config.minhash_clustering) for i in range(len(staged))]
+                         config.minhash_clustering, staging_dir) for i in range(len(staged))]
     if config.dedup == "near" and config.minhash_clustering == "components":
         map_tasks(write_verified_pairs, keep_jobs, desc="ingest: verified pairs")
         map_tasks(write_component_drops, [dedup_dir], desc="ingest: near-duplicate components")

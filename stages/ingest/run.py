@@ -75,7 +75,7 @@ from stages.ingest.sources import resolve_sources
 from stages.ingest.split_plan import clean_jobs
 from stages.ingest.split_results import restage_unreadable, whole_files
 from stages.ingest.staging import CleanedFile
-from stages.ray_tasks import map_tasks, ray_is_up
+from stages.ray_tasks import forget_files, map_tasks, ray_is_up
 
 if TYPE_CHECKING:
     from stages.context import StageContext
@@ -117,6 +117,7 @@ def run(ctx: StageContext) -> dict:
                                   str(documents_dir))
     rows = map_tasks(write_shard, shard_jobs, desc="ingest: write shards")
     shutil.rmtree(staging_dir)
+    forget_files(staging_dir)  # what tasks elsewhere staged is in the bucket only: gone at the commit
 
     num_kept = sum(k.documents_out for k in kept)
     assert sum(rows) == num_kept, f"shards hold {sum(rows)} documents, expected {num_kept}"

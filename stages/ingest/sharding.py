@@ -13,6 +13,7 @@ from per-document masks, gives the same shards byte for byte.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,9 +130,15 @@ def shard_file_name(index: int) -> str:
     return f"part-{index:05d}.parquet"
 
 
-def document_shards(ingest_dir: str | os.PathLike) -> list[Path]:
-    """The document shards of a finished ingest output, in corpus order."""
-    return sorted((Path(ingest_dir) / "documents").glob("part-*.parquet"))
+def document_shards(ingest_dir: str | os.PathLike, manifest: dict | None = None) -> list[Path]:
+    """The document shards of a finished ingest output, in corpus order: as its
+    manifest lists them when given (an object-store run's driver holds none of them:
+    the tasks that read a shard fetch it), else as the folder holds them."""
+    if manifest is None:
+        return sorted((Path(ingest_dir) / "documents").glob("part-*.parquet"))
+    names = [entry["path"] for entry in manifest.get("files", [])]
+    return sorted(Path(ingest_dir) / name for name in names
+                  if fnmatch.fnmatchcase(name, "documents/part-*.parquet") and name.count("/") == 1)
 
 
 def write_shard(job: ShardJob) -> int:

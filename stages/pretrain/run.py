@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ from stages.pretrain.init_from import resolve_init_source
 from stages.pretrain.job import PretrainJob
 from stages.pretrain.sample_plan import plan_samples
 from stages.pretrain.train_loop import train_loop_per_worker
+from stages.ray_tasks import map_staged
 from stages.training.deepspeed_config import resolve_deepspeed_config
 from stages.training.engine_settings import EngineSettings
 from stages.training.launch import fit
@@ -120,7 +122,11 @@ def run(ctx) -> dict[str, Any]:
         max_failures=cfg.max_failures,
         use_gpu=cfg.gpus_per_worker > 0,
     )
-    export_hugging_face(output_dir, tokenizer_path)
+    # Where model/ is: in an object-store run, a task on a node that fetches it (the
+    # driver holds no weights); here otherwise.
+    map_staged(export_hugging_face_job, [HuggingFaceExport(
+        output_dir / "model", output_dir / "hf", tokenizer_path, tokenizer_path.parent / "special_tokens_map.json")],
+        desc="pretrain: export hf/")
     reported = result.metrics or {}
     metrics = {key: reported.get(key) for key in SUMMARY_KEYS}
     # the last validation's per-objective metrics, and the last in-loop task scores
@@ -136,20 +142,38 @@ def run(ctx) -> dict[str, Any]:
     return metrics
 
 
+@dataclass(frozen=True)
+class HuggingFaceExport:
+    """The paths by name (not the stage's folder), so that a task on another node
+    fetches model/ and the tokenizer's files, and no snapshot."""
+    model_dir: Path
+    hf_dir: Path
+    tokenizer_path: Path
+    special_tokens_path: Path
+
+
+def export_hugging_face_job(job: HuggingFaceExport) -> Path | None:
+    return _export_hf(job.model_dir, job.hf_dir, job.tokenizer_path, job.special_tokens_path)
+
+
 def export_hugging_face(output_dir: Path, tokenizer_path: Path) -> Path | None:
     """Write `output_dir/hf/` from the exported `model/`, with the tokenizer and its
     special tokens, so the run can be loaded by transformers or fine-tuned elsewhere.
     None, and no hf/, for a model transformers has no class for (model/ is then the only
     copy, which every later stage reads)."""
+    return _export_hf(output_dir / "model", output_dir / "hf", tokenizer_path,
+                      tokenizer_path.parent / "special_tokens_map.json")
+
+
+def _export_hf(model_dir: Path, hf_dir: Path, tokenizer_path: Path, special_tokens_path: Path) -> Path | None:
     from stages.models import load_pretrained
     from stages.models.hf_export import export_hf, has_hf_class
 
-    special_tokens_path = tokenizer_path.parent / "special_tokens_map.json"
     special_tokens = json.loads(special_tokens_path.read_text()) if special_tokens_path.is_file() else {}
-    model = load_pretrained(output_dir / "model")
+    model = load_pretrained(model_dir)
     if not has_hf_class(model):
         return None
-    return export_hf(model, output_dir / "hf", tokenizer_path, special_tokens)
+    return export_hf(model, hf_dir, tokenizer_path, special_tokens)
 
 
 def read_dataset_index(dataset_dir: Path, family: str, variant: str | None = None) -> dict[str, Any]:

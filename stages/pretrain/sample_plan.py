@@ -98,8 +98,11 @@ def validation_sources(tokenizer, dataset_dir: Path, count: int, seed: int, pad_
     from stages.data.mixing import mixture_parts, part_dir
     from stages.data.packed import read_index
 
+    from stages.ray_tasks import bring_to_driver
+
     parts = mixture_parts(read_index(dataset_dir))
     split_dir = part_dir(dataset_dir, parts[0]) if parts else dataset_dir
+    bring_to_driver(split_dir / "validation")  # read here, in the driver: a few rows of it
     loader = ExampleLoader(split_dir, "validation", batch_size=min(count, 1024), seed=seed, shuffle=False,
                            drop_last=False)
     batch = next(loader)

@@ -25,11 +25,12 @@ from stages.file_digest import sha256_file
 RECORDS = ".node-staging"
 
 
-def bucket(url: str):
-    """(fsspec file system, root path) for the run's bucket URL."""
+def bucket(url: str, options: dict | None = None):
+    """(fsspec file system, root path) for the run's bucket URL (with the driver's
+    connection options in a task: stages.bucket_fs.connection_options)."""
     from stages.bucket_fs import url_filesystem
 
-    return url_filesystem(url)
+    return url_filesystem(url, options)
 
 
 def key(root: str, rel: str) -> str:
@@ -66,21 +67,24 @@ class UnexpectedBytes(RuntimeError):
     """A downloaded object does not have the sha256 it was named with."""
 
     def __init__(self, key: str, found: str, expected: str):
+        what = found if found.startswith("(") else f"(sha256 {found[:12]}..., expected {expected[:12]}...)"
         super().__init__(
-            f"{key} changed in the bucket after the driver listed it (sha256 "
-            f"{found[:12]}..., expected {expected[:12]}...): two tasks rewrote one file of "
+            f"{key} changed in the bucket after the driver listed it {what}: two tasks rewrote one file of "
             f"the stage, or another driver writes this stage; run the stage again")
         self.key, self.found, self.expected = key, found, expected
 
 
-def download(fs, root: str, local_root: Path, wanted: list[tuple[str, str]]) -> None:
+def download(fs, root: str, local_root: Path, wanted: list[tuple[str, str]],
+             sizes: dict[str, int] | None = None) -> None:
     """Fetch the files `wanted` ((rel, sha256) pairs) into the local mirror, all in one
     call (s3fs and gcsfs fetch a list concurrently), each under a temporary name that is
-    renamed only once its bytes have the digest named: a task killed mid-download never
+    renamed only once its bytes have the size (from `sizes`, when known: no hashing of a
+    file that cannot match) and the digest named: a task killed mid-download never
     leaves a short file that looks fetched, and bytes that changed in the bucket since the
     driver listed them are refused."""
     if not wanted:
         return
+    sizes = sizes or {}
     partials = []
     for rel, _ in wanted:
         local = local_root / rel
@@ -89,6 +93,8 @@ def download(fs, root: str, local_root: Path, wanted: list[tuple[str, str]]) -> 
     try:
         fs.get([key(root, rel) for rel, _ in wanted], [str(p) for p in partials])
         for (rel, sha256), partial in zip(wanted, partials):
+            if rel in sizes and (found_size := partial.stat().st_size) != sizes[rel]:
+                raise UnexpectedBytes(key(root, rel), f"(a file of {found_size} bytes, not {sizes[rel]})", sha256)
             if (found := sha256_file(partial)) != sha256:
                 raise UnexpectedBytes(key(root, rel), found, sha256)
         for (rel, sha256), partial in zip(wanted, partials):
@@ -153,6 +159,32 @@ def copy_checked(fs, root: str, local_root: Path, private_root: Path, rel: str, 
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(local_root / rel, target)
     if sha256_file(target) != sha256:
+        target.unlink()
+        download(fs, root, private_root, [(rel, sha256)])
+
+
+def link_checked(fs, root: str, local_root: Path, private_root: Path, rel: str, sha256: str) -> None:
+    """As copy_checked, for a file written once and only read (a bulk file: a shard,
+    a dedup entry file): a hard link, so a task reading many of them copies nothing.
+    The link is the node's copy only while that copy's record still names `sha256` with
+    the linked file's size and mtime; if another task replaced it meanwhile (a new
+    inode), the bytes are fetched from the bucket again."""
+    import shutil
+
+    target = private_root / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(local_root / rel, target)
+    except OSError:  # another file system, or links not allowed: a copy
+        shutil.copy2(local_root / rel, target)
+    try:
+        stat = target.stat()
+        record = json.loads(_record_path(local_root, rel).read_text())
+        same = (record.get("rel") == rel and record.get("sha256") == sha256
+                and (record.get("size"), record.get("mtime_ns")) == (stat.st_size, stat.st_mtime_ns))
+    except (OSError, ValueError):
+        same = False
+    if not same:
         target.unlink()
         download(fs, root, private_root, [(rel, sha256)])
 

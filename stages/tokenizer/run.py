@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import pyarrow.parquet as pq
 
 from stages.ingest.sharding import document_shards
-from stages.ray_tasks import map_tasks
+from stages.ray_tasks import bring_to_driver, map_tasks
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.from_folder import read_folder_tokenizer
 from stages.tokenizer.output import SPECIAL_TOKENS_FILE, TOKENIZER_FILE, resolve_token_ids
@@ -54,12 +54,13 @@ class TrainJob:
 
 
 def run(ctx: StageContext) -> dict:
-    shards = document_shards(ctx.inputs["ingest"])
+    shards = document_shards(ctx.inputs["ingest"], ctx.input_manifests.get("ingest"))
     if not shards:
         raise FileNotFoundError(
             f"no document shards in {ctx.inputs['ingest']}/documents; re-run the ingest stage "
             f"(pretrain run <config> --only ingest --force)")
     if ctx.config.from_ is not None:
+        bring_to_driver(shards[0])  # its first texts measure the fertility, read here
         metrics = copy_folder_tokenizer(Path(ctx.config.from_).expanduser().resolve(), shards, ctx.output_dir,
                                         ctx.experiment.dataset.objective)
         ctx.metrics_log.log({"stage": "tokenizer", **metrics})
