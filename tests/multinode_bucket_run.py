@@ -13,8 +13,9 @@ data stages' tasks and the two workers of pretrain, finetune and evaluate (one p
 fetch their inputs from the bucket and upload what they write.
 
 Checked: every stage of the gpt-tiny pipeline commits, report included; B and C both did
-work, and every stage but the report ran on them (their work logs,
-stages.staging.transfer.log_work); the driver's mirror never held a document shard, a
+work, every stage but the report ran on them, and pretrain and finetune each had a worker
+on both (their work logs, stages.staging.transfer.log_work), so their gloo groups spanned
+two nodes; the driver's mirror never held a document shard, a
 dataset shard, weights or a checkpoint, and never more than DRIVER_QUOTA bytes (a
 watcher lists it every 50 ms while the run goes on); ingest, tokenizer, dataset and
 pretrain's weights hold the same bytes (sha256) as the same stages on local disk (but for
@@ -165,6 +166,10 @@ def main(workdir: Path) -> None:
         assert sum(counts.get(stage, 0) for counts in work.values()) > 0, f"no {stage} work on B or C: {work}"
     for node, counts in work.items():
         assert counts, f"node {node} ran nothing: {work}"
+        # Two Ray Train workers of one CPU each on nodes of one CPU: one per node, so
+        # DeepSpeed's gloo group spans both (what tests/multinode_pretrain.py checked).
+        for stage in ("pretrain", "finetune"):
+            assert counts.get(stage, 0) > 0, f"no {stage} worker on node {node}: {work}"
     print("MULTINODE BUCKET OK", flush=True)
 
 
