@@ -59,3 +59,23 @@ test-unit: install
 
 clean:
 	rm -rf runs build *.egg-info .pytest_cache
+
+# datatrove, for benchmarks/data_stages_vs_datatrove.py, in its own venv: it requires
+# numpy>=2 and huggingface-hub>=1.6, which must not move the project's. The [processing]
+# extra brings what MinHash (xxhash) and DocumentTokenizer (tokenizers) import; orjson is
+# its JSONL reader's and writer's; spaCy is its English word tokenizer (spacy.blank("en"):
+# rules only, no model to download), used by the Gopher filters and MinHash shingles.
+# Nothing here pulls torch (checked below: a torch from PyPI would be GBs of CUDA wheels).
+DATATROVE_VENV ?= .venv-datatrove
+DATATROVE_VERSION ?= 0.10.1
+SPACY_VERSION ?= 3.8.18
+ORJSON_VERSION ?= 3.13.0
+.PHONY: bench-datatrove-env
+bench-datatrove-env: $(DATATROVE_VENV)/.installed
+
+$(DATATROVE_VENV)/.installed:
+	$(PYTHON) -m venv $(DATATROVE_VENV)
+	$(DATATROVE_VENV)/bin/pip install -q --upgrade pip
+	$(DATATROVE_VENV)/bin/pip install -q "datatrove[processing]==$(DATATROVE_VERSION)" spacy==$(SPACY_VERSION) orjson==$(ORJSON_VERSION)
+	@! $(DATATROVE_VENV)/bin/pip show -q torch 2>/dev/null || { echo "torch got into $(DATATROVE_VENV)"; exit 1; }
+	touch $@
