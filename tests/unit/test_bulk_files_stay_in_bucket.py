@@ -50,22 +50,30 @@ def on_node(monkeypatch, mirror: Path, call, item) -> StagedResult:
         monkeypatch.undo()
 
 
+def dataset_stage(tmp_path: Path, monkeypatch, bucket: str):
+    """(store, staging) of a dataset stage whose committed input DOCUMENTS only the
+    bucket holds (the driver's fetch left it there)."""
+    monkeypatch.setenv("PRETRAIN_MIRROR", str(tmp_path / "driver"))
+    url = f"{make_bucket(bucket)}/runs/x"
+    store = open_store(url)
+    store.fs.pipe_file(f"{store.root}/{DOCUMENTS}", b"documents")
+    stage_dir = store.prepare("dataset", "fp1", keep_partial=False)
+    staging = NodeStaging(url, store.workdir, stage_dir,
+                          known={DOCUMENTS: hashlib.sha256(b"documents").hexdigest()},
+                          known_sizes={DOCUMENTS: 9}, bulk=("train/*",), _driver_node="driver-node")
+    return store, staging
+
+
 def test_a_bulk_file_written_elsewhere_stays_in_the_bucket_and_is_committed_from_its_report(
         s3_endpoint, tmp_path, monkeypatch):
-    monkeypatch.setenv("PRETRAIN_MIRROR", str(tmp_path / "driver"))
-    url = f"{make_bucket('bulk')}/runs/x"
-    store = open_store(url)
-    # A committed input whose bulk file the driver did not fetch (fetch's `leave`).
-    store.fs.pipe_file(f"{store.root}/{DOCUMENTS}", b"documents")
+    store, staging = dataset_stage(tmp_path, monkeypatch, "bulk")
+    stage_dir = staging.stage_dir
+    # The committed input's bulk file is not fetched to the driver (fetch's `leave`).
     store.fs.pipe_file(f"{store.root}/ingest/fp0/manifest.json",
                        b'{"files": [{"path": "documents/part-00000.parquet", "bytes": 9, "sha256": "'
                        + hashlib.sha256(b"documents").hexdigest().encode() + b'"}]}')
     store.fetch("ingest", "fp0", leave=("documents/*",))
     assert not (store.workdir / DOCUMENTS).exists()
-    stage_dir = store.prepare("dataset", "fp1", keep_partial=False)
-    staging = NodeStaging(url, store.workdir, stage_dir,
-                          known={DOCUMENTS: hashlib.sha256(b"documents").hexdigest()},
-                          known_sizes={DOCUMENTS: 9}, bulk=("train/*",), _driver_node="driver-node")
 
     item = Write(stage_dir, store.workdir / DOCUMENTS)
     result = on_node(monkeypatch, tmp_path / "node-b", staging.dispatch(write_shard, [item]), item)
@@ -125,14 +133,7 @@ def test_a_task_on_the_drivers_node_fetches_bulk_inputs_and_never_reads_a_damage
     replaced, not read."""
     import stages.staging.node_staging as node_staging
 
-    monkeypatch.setenv("PRETRAIN_MIRROR", str(tmp_path / "driver"))
-    url = f"{make_bucket('driver-node')}/runs/x"
-    store = open_store(url)
-    store.fs.pipe_file(f"{store.root}/{DOCUMENTS}", b"documents")
-    stage_dir = store.prepare("dataset", "fp1", keep_partial=False)
-    staging = NodeStaging(url, store.workdir, stage_dir,
-                          known={DOCUMENTS: hashlib.sha256(b"documents").hexdigest()},
-                          known_sizes={DOCUMENTS: 9}, bulk=("train/*",), _driver_node="driver-node")
+    store, staging = dataset_stage(tmp_path, monkeypatch, "driver-node")
     monkeypatch.setattr(node_staging, "_current_node", lambda: "driver-node")
     item = Read(store.workdir / DOCUMENTS)
     call = staging.dispatch(read_shard, [item])
@@ -143,14 +144,7 @@ def test_a_task_on_the_drivers_node_fetches_bulk_inputs_and_never_reads_a_damage
 
 def test_an_input_whose_size_changed_in_the_bucket_is_refused_before_it_is_hashed(
         s3_endpoint, tmp_path, monkeypatch):
-    monkeypatch.setenv("PRETRAIN_MIRROR", str(tmp_path / "driver"))
-    url = f"{make_bucket('sizes')}/runs/x"
-    store = open_store(url)
-    store.fs.pipe_file(f"{store.root}/{DOCUMENTS}", b"documents")
-    stage_dir = store.prepare("dataset", "fp1", keep_partial=False)
-    staging = NodeStaging(url, store.workdir, stage_dir,
-                          known={DOCUMENTS: hashlib.sha256(b"documents").hexdigest()},
-                          known_sizes={DOCUMENTS: 9}, _driver_node="driver-node")
+    store, staging = dataset_stage(tmp_path, monkeypatch, "sizes")
     item = Read(store.workdir / DOCUMENTS)
     call = staging.dispatch(read_shard, [item])
     store.fs.pipe_file(f"{store.root}/{DOCUMENTS}", b"documents, rewritten")  # meanwhile
