@@ -91,8 +91,10 @@ STAGES = ("ingest", "tokenizer", "dataset")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", type=Path, default=REPO / ".." / "shared" / "data",
-                        help="holds corpus/gutenberg/*.txt (default ../shared/data)")
+    parser.add_argument("--data-dir", type=Path,
+                        default=REPO / os.environ.get("DATA_DIR", "../shared/data"),
+                        help="holds corpus/gutenberg/*.txt (default $DATA_DIR, else "
+                        "../shared/data; relative to the repository)")
     parser.add_argument("--scale", type=int, default=1, help="copies of every book")
     parser.add_argument("--books", type=int, default=None,
                         help="only the first N books (sorted by name), for a quick check")
@@ -105,7 +107,7 @@ def main() -> None:
         print(json.dumps(run_datatrove_pipeline(**json.loads(args.datatrove_side))))
         return
     if not DATATROVE_PYTHON.exists():
-        sys.exit(f"error: {DATATROVE_PYTHON} is missing: run `make bench-datatrove-env` first")
+        fail(f"{DATATROVE_PYTHON} is missing: run `make bench-datatrove-env` first", 2)
     with tempfile.TemporaryDirectory(prefix="data-vs-datatrove-") as tmp:
         data_dir = corpus_root(args.data_dir.resolve(), args.scale, args.books, Path(tmp))
         ours = run_ours(data_dir, Path(tmp) / "ours")
@@ -130,7 +132,8 @@ def corpus_root(data_dir: Path, scale: int, books: int | None, tmp: Path) -> Pat
     system allows, else copies: our ingest lists symbolic links as not files)."""
     files = sorted((data_dir / BOOKS).glob("*.txt"))
     if not files:
-        sys.exit(f"error: no {BOOKS}/*.txt under --data-dir {data_dir}")
+        fail(f"no {BOOKS}/*.txt under --data-dir {data_dir}: point --data-dir (or DATA_DIR) "
+             f"at the shared data folder", 2)
     if scale == 1 and books is None:
         return data_dir
     target = tmp / "data" / BOOKS
@@ -153,8 +156,7 @@ def run_ours(data_dir: Path, workdir: Path) -> dict:
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if done.returncode:
-        sys.exit(f"error: our side failed ({done.returncode}):\n{done.stdout[-3000:]}"
-                 f"{done.stderr[-3000:]}")
+        fail(f"our side failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}", 1)
     stage_seconds = {name: float(seconds) for name, seconds in
                      re.findall(r"^\[(\w+)\] done in ([\d.]+)s", done.stdout, re.MULTILINE)}
     ingest, tokenizer, dataset = (manifest(workdir, stage) for stage in STAGES)
@@ -186,8 +188,13 @@ def run_datatrove(data_dir: Path, tokenizer_file: Path, work: Path, gopher: str)
                           cwd=REPO, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if done.returncode:
-        sys.exit(f"error: datatrove's side failed ({done.returncode}):\n{done.stderr[-5000:]}")
+        fail(f"datatrove's side failed ({done.returncode}):\n{done.stderr[-5000:]}", 1)
     return {"wall_seconds": round(wall, 1), **json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def fail(message: str, code: int) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(code)
 
 
 def git_version() -> str:
