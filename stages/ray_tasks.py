@@ -19,7 +19,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from stages.staging.node_staging import NodeStaging, run_staged
+from stages.staging.node_staging import NodeStaging
+from stages.staging.staged_call import run_staged
 
 _force_in_process = False
 _staging: NodeStaging | None = None

@@ -2,6 +2,6 @@
 
 item_paths.py    the local paths inside a task's work item: find them, move them
 transfer.py      files between a node's mirror and the bucket, trusted by sha256
-node_staging.py  the driver's side (dispatch, collect, what the commit may skip) and the
-                 task's side (fetch, run in a private folder, upload)
+node_staging.py  the driver's side (dispatch, collect, what the commit lists and skips)
+staged_call.py   the task's side (fetch, run in a private folder, upload)
 """

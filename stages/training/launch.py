@@ -74,7 +74,7 @@ def fit(
     if num_workers < 1:
         raise ValueError(f"num_workers must be >= 1, got {num_workers}")
     from stages.ray_tasks import active_staging
-    from stages.staging.node_staging import loop_for
+    from stages.staging.staged_call import loop_for
 
     # An object-store run's workers on other nodes fetch and upload their files (stages.staging).
     staging = active_staging()

@@ -13,7 +13,8 @@ from pathlib import Path
 from pipeline.remote_store import open_store
 from pipeline.runner import with_remote_files
 from pipeline.store import inventory
-from stages.staging.node_staging import NodeStaging, StagedResult
+from stages.staging.node_staging import NodeStaging
+from stages.staging.staged_call import StagedResult
 from tests.s3_server import make_bucket
 
 SHARD_BYTES = b"shard-bytes-" * 100
@@ -131,10 +132,10 @@ def test_a_task_on_the_drivers_node_fetches_bulk_inputs_and_never_reads_a_damage
     """The driver's node is one of the nodes that work: a task there gets the input the
     driver left in the bucket, and a copy in its mirror with other bytes (same size) is
     replaced, not read."""
-    import stages.staging.node_staging as node_staging
+    import stages.staging.staged_call as staged_call
 
     store, staging = dataset_stage(tmp_path, monkeypatch, "driver-node")
-    monkeypatch.setattr(node_staging, "_current_node", lambda: "driver-node")
+    monkeypatch.setattr(staged_call, "current_node", lambda: "driver-node")
     item = Read(store.workdir / DOCUMENTS)
     call = staging.dispatch(read_shard, [item])
     assert call(item).value == hashlib.sha256(b"documents").hexdigest()  # fetched here first

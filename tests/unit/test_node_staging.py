@@ -16,7 +16,8 @@ import pytest
 from pipeline.remote_store import open_store
 from pipeline.store import inventory
 from stages.mirror import mirror_dir
-from stages.staging.node_staging import NodeStaging, StagedResult
+from stages.staging.node_staging import NodeStaging
+from stages.staging.staged_call import StagedResult
 from stages.tracking import MetricsLog
 from tests.s3_server import make_bucket
 
@@ -178,12 +179,12 @@ def test_a_task_copies_the_stage_file_it_was_dispatched_with_even_if_the_nodes_c
 def test_a_training_worker_elsewhere_lists_its_uploads_in_the_bucket_for_the_driver(run, monkeypatch):
     """Ray Train workers return nothing to the driver: what one on another node wrote
     comes back through the list it leaves in the bucket (rank 0's exports, its log)."""
-    import stages.staging.node_staging as node_staging
+    import stages.staging.staged_call as staged_call
 
     staging, store, node_mirror = run
     loop_config = {"job": job(staging, 7)}
-    loop = node_staging.loop_for(staging.dispatch(lambda config: pack(config["job"]), [loop_config]))
-    monkeypatch.setattr(node_staging, "_current_node", lambda: "worker-node")
+    loop = staged_call.loop_for(staging.dispatch(lambda config: pack(config["job"]), [loop_config]))
+    monkeypatch.setattr(staged_call, "current_node", lambda: "worker-node")
     monkeypatch.setenv("PRETRAIN_MIRROR", str(node_mirror))
     loop(loop_config)
     monkeypatch.undo()
