@@ -138,6 +138,8 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
     # On an object store, tasks and workers on other nodes fetch and upload their own
     # files (stages.staging.node_staging); the commit then skips what they uploaded.
     staging = _node_staging(store, output_dir, ctx.input_manifests, fingerprints, spec)
+    if staging is not None and spec.resumes and not decision.forced:
+        staging.restore_remote()  # what an earlier attempt's tasks elsewhere finished
     start = time.time()
     try:
         with staged_through_bucket(staging):

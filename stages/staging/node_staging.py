@@ -51,6 +51,8 @@ must be readable from every node: a URL or a shared mount.
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +62,7 @@ from stages.bucket_fs import connection_options
 from stages.file_tree import matches_any
 from stages.staging import transfer
 from stages.staging.item_paths import paths_under
-from stages.staging.staged_call import UPLOADS, FileState, StagedCall, StagedResult, current_node
+from stages.staging.staged_call import JOURNAL, UPLOADS, FileState, StagedCall, StagedResult, current_node
 
 
 @dataclass
@@ -87,6 +89,8 @@ class NodeStaging:
     remote: dict[str, tuple[int, str]] = field(default_factory=dict)
     # this stage's objects the stage dropped (`forget`), removed from the bucket at commit
     dropped: set[str] = field(default_factory=set)
+    # the journal objects that record `remote` in the bucket (relative to the run's URL)
+    journal: list[str] = field(default_factory=list)
     _driver_node: str | None = None
 
     def __post_init__(self) -> None:
@@ -188,6 +192,7 @@ class NodeStaging:
         if result.uploaded:
             fs, root = transfer.bucket(self.url)
             whole = [(rel, size, digest) for rel, size, digest, _, tail in result.uploaded if tail is None]
+            self._record_remote(fs, root, [entry for entry in whole if self._is_bulk(entry[0])])
             for rel, size, digest in whole:
                 if self._is_bulk(rel):
                     self.remote[rel] = (size, digest)
@@ -210,6 +215,35 @@ class NodeStaging:
                     transfer.append_object(fs, root, tail, self.driver_root / rel)
                     self.synced.pop(rel, None)
         return result.value
+
+    def _record_remote(self, fs, root: str, entries: list[FileState]) -> None:
+        """Keep the reports of bulk files in the bucket too (`<stage>/.remote/*.json`): the
+        driver's memory is their only other copy, and a driver killed mid-stage would
+        otherwise redo, on its next run, every task whose output only the bucket holds."""
+        if not entries:
+            return
+        name = f"{self.stage_rel}/{JOURNAL}/{time.time_ns()}-{uuid.uuid4().hex}.json"
+        fs.pipe_file(transfer.key(root, name), json.dumps([list(entry) for entry in entries]).encode())
+        self.journal.append(name)
+
+    def restore_remote(self) -> int:
+        """For a stage resumed after its driver stopped: take back the bulk files an
+        earlier attempt's tasks reported (its journal) whose objects are still in the
+        bucket with the reported size. Returns how many."""
+        fs, root = transfer.bucket(self.url)
+        prefix = transfer.key(root, self.stage_rel)
+        try:
+            listing = fs.find(prefix, detail=True)  # one listing: sizes of everything there
+        except FileNotFoundError:
+            return 0
+        sizes = {path[len(root.rstrip("/")) + 1:]: info.get("size") for path, info in listing.items()}
+        journals = sorted(rel for rel in sizes if rel.startswith(f"{self.stage_rel}/{JOURNAL}/"))
+        for name in journals:
+            for rel, size, digest in json.loads(fs.cat_file(transfer.key(root, name))):
+                if sizes.get(rel) == size and self._is_bulk(rel):
+                    self.remote[rel] = (size, digest)
+            self.journal.append(name)
+        return len(self.remote)
 
     def collect_worker_uploads(self) -> None:
         """What Ray Train workers on other nodes uploaded (their `.uploads` lists)."""
@@ -256,5 +290,7 @@ class NodeStaging:
                 for rel, (size, digest) in sorted(self.remote.items())]
 
     def dropped_files(self) -> tuple[str, ...]:
+        """This stage's objects for the commit to delete: dropped files, and the journal
+        (the manifest lists what it recorded)."""
         prefix = self.stage_rel + "/"
-        return tuple(sorted(rel[len(prefix):] for rel in self.dropped))
+        return tuple(sorted(rel[len(prefix):] for rel in (*self.dropped, *self.journal)))

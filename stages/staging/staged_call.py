@@ -28,6 +28,7 @@ from stages.staging import transfer
 from stages.staging.item_paths import paths_under, relocate
 
 UPLOADS = ".uploads"
+JOURNAL = ".remote"  # the driver's record of bulk files only the bucket holds
 
 # (relative path in the bucket, size, sha256); relative to the run's URL
 FileState = tuple[str, int, str]

@@ -155,3 +155,31 @@ def test_an_input_whose_size_changed_in_the_bucket_is_refused_before_it_is_hashe
         assert "(a file of 20 bytes, not 9)" in str(error), error
     else:
         raise AssertionError("a changed input was read")
+
+
+def test_a_driver_started_again_takes_back_the_bulk_files_an_earlier_attempt_left_in_the_bucket(
+        s3_endpoint, tmp_path, monkeypatch):
+    """The reports of bulk files live in the driver's memory and in the stage's journal
+    in the bucket: a driver killed mid-stage, run again, does not redo the tasks whose
+    outputs are there with their reported size; the commit removes the journal."""
+    store, staging = dataset_stage(tmp_path, monkeypatch, "journal")
+    item = Write(staging.stage_dir, store.workdir / DOCUMENTS)
+    staging.collect(on_node(monkeypatch, tmp_path / "node-b", staging.dispatch(write_shard, [item]), item))
+    written = staging.remote_files()
+    assert len(written) == 1
+
+    def next_driver() -> NodeStaging:  # the same stage, nothing in memory
+        return NodeStaging(staging.url, staging.driver_root, staging.stage_dir, bulk=staging.bulk,
+                           _driver_node="driver-node")
+
+    again = next_driver()
+    assert again.restore_remote() == 1
+    assert again.remote_files() == written
+    store.fs.rm_file(f"{store.root}/dataset/fp1/train/shard-0.arrow")  # gone: not taken back
+    assert next_driver().restore_remote() == 0
+
+    files, elsewhere = with_remote_files(inventory(again.stage_dir), again.remote_files())
+    store.fs.pipe_file(f"{store.root}/dataset/fp1/train/shard-0.arrow", SHARD_BYTES + b"documents")
+    store.write_manifest("dataset", "fp1", {"files": files}, in_bucket=again.in_bucket(),
+                         elsewhere=elsewhere, removed=again.dropped_files())
+    assert not store.fs.find(f"{store.root}/dataset/fp1/.remote")
