@@ -91,7 +91,7 @@ def score_training_snapshots(ctx, specs: dict[str, TaskSpec], settings, data_dir
     report plots them against training tokens. Returns how many snapshots were scored."""
     cfg: EvaluateConfig = ctx.config
     arguments = dict(pretrain_dir=Path(ctx.inputs["pretrain"]).resolve(),
-                     tasks=[(specs[s.task], s.shots) for s in settings], data_dir=data_dir, seed=cfg.seed,
+                     specs_and_shots=[(specs[s.task], s.shots) for s in settings], data_dir=data_dir, seed=cfg.seed,
                      max_examples=cfg.max_examples, batch_size=cfg.batch_size,
                      max_length=cfg.max_length,
                      device="cuda" if cfg.gpus_per_worker else "cpu", scored_model=scored_model,
@@ -106,11 +106,10 @@ def score_training_snapshots(ctx, specs: dict[str, TaskSpec], settings, data_dir
 
 
 def _score_snapshots_job(arguments: dict) -> list[dict]:
+    """score_snapshots's keyword arguments in, its rows out (a module-level task body)."""
     from stages.evaluate.snapshots import score_snapshots
 
-    arguments = dict(arguments)
-    return score_snapshots(arguments.pop("pretrain_dir"), arguments.pop("tasks"), arguments.pop("data_dir"),
-                           **arguments)
+    return score_snapshots(**arguments)
 
 
 def _recorded_digests(manifest: dict | None) -> dict[str, str]:

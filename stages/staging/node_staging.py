@@ -50,6 +50,7 @@ must be readable from every node: a URL or a shared mount.
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 import uuid
@@ -111,19 +112,15 @@ class NodeStaging:
         prefix = self.stage_rel + "/"
         return rel.startswith(prefix) and matches_any(rel[len(prefix):], self.bulk)
 
-    def _elsewhere(self, rel: str) -> dict[str, tuple[int, str]]:
-        """(size, sha256) of the files at or under `rel` that only the bucket holds:
-        committed inputs the driver did not fetch, and this stage's remote files."""
-        found = {}
-        inside = rel + "/"
-        for name, digest in self.known.items():
-            if (name == rel or name.startswith(inside)) and name in self.known_sizes \
-                    and not (self.driver_root / name).is_file():
-                found[name] = (self.known_sizes[name], digest)
-        for name, state in self.remote.items():
-            if name == rel or name.startswith(inside):
-                found[name] = state
-        return found
+    def _bucket_only(self) -> _BucketOnly:
+        """The files only the bucket holds now: committed inputs the driver did not
+        fetch, and this stage's remote files it holds no copy of. Built once per
+        dispatch (a stat per file), then looked up per path the items name."""
+        files = {name: (self.known_sizes[name], digest) for name, digest in self.known.items()
+                 if name in self.known_sizes}
+        files.update(self.remote)
+        return _BucketOnly({name: state for name, state in files.items()
+                            if not (self.driver_root / name).is_file()})
 
     # -- before tasks are dispatched --------------------------------------------------------
     def dispatch(self, function: Callable, items: list[Any]) -> StagedCall:
@@ -135,9 +132,10 @@ class NodeStaging:
         listed: dict[str, list[Path]] = {}
         elsewhere: dict[str, dict[str, tuple[int, str]]] = {}
         folders: dict[str, tuple[str, ...]] = {}
+        bucket_only = self._bucket_only()
         for reference in sorted({p for item in items for p in paths_under(item, self.driver_root)}):
             rel = self._rel(reference)
-            elsewhere[rel] = self._elsewhere(rel)
+            elsewhere[rel] = bucket_only.at_or_under(rel)
             if reference.is_file():
                 files, dirs = [reference], [reference.parent]
             elif reference.is_dir():
@@ -155,8 +153,7 @@ class NodeStaging:
             folders[rel] = tuple(sorted({self._rel(d) for d in dirs if d.is_relative_to(self.stage_dir)}))
         self._push(fs, root, {path for files in listed.values() for path in files})
         plan = {rel: tuple(state for path in files if (state := self._state(path)) is not None)
-                + tuple((name, size, digest) for name, (size, digest) in sorted(elsewhere[rel].items())
-                        if not (self.driver_root / name).is_file())
+                + tuple((name, size, digest) for name, (size, digest) in sorted(elsewhere[rel].items()))
                 for rel, files in listed.items()}
         return StagedCall(function, self.url, str(self.driver_root), self.stage_rel,
                           self.driver_node, plan, folders, self.bulk, connection_options(self.url))
@@ -179,6 +176,9 @@ class NodeStaging:
         synced = self.synced.get(rel)
         if synced is not None and synced[:2] == (stat.st_size, stat.st_mtime_ns):
             return rel, stat.st_size, synced[2]
+        remote = self.remote.get(rel)  # a bulk file fetched here since: the bucket has it
+        if remote is not None and transfer.holds(self.driver_root, rel, *remote):
+            return rel, *remote
         return None
 
     # -- after they finished --------------------------------------------------------------
@@ -265,15 +265,20 @@ class NodeStaging:
     def bring_items_here(self, items: list[Any]) -> None:
         """For tasks run in the driver's process (stages.ray_tasks.run_in_process): what
         their items name that only the bucket holds."""
-        for reference in sorted({p for item in items for p in paths_under(item, self.driver_root)}):
-            self.bring_here(reference)
+        self._bring(sorted({p for item in items for p in paths_under(item, self.driver_root)}))
 
     def bring_here(self, path: Path) -> None:
         """Download into the driver's mirror the files at or under `path` that only the
         bucket holds (bytes through the driver: for the few reads the driver must do)."""
-        wanted = self._elsewhere(self._rel(Path(path)))
-        fs, root = transfer.bucket(self.url)
-        transfer.download(fs, root, self.driver_root, [(rel, digest) for rel, (_, digest) in sorted(wanted.items())])
+        self._bring([Path(path)])
+
+    def _bring(self, paths: list[Path]) -> None:
+        bucket_only = self._bucket_only()
+        wanted = {rel: state for path in paths for rel, state in bucket_only.at_or_under(self._rel(path)).items()}
+        if wanted:
+            fs, root = transfer.bucket(self.url)
+            transfer.download(fs, root, self.driver_root, [(rel, digest) for rel, (_, digest) in sorted(wanted.items())],
+                              {rel: size for rel, (size, _) in wanted.items()})
 
     def in_bucket(self) -> dict[str, tuple[int, int]]:
         """This stage's files (relative to its folder) whose bytes are in the bucket,
@@ -294,3 +299,21 @@ class NodeStaging:
         (the manifest lists what it recorded)."""
         prefix = self.stage_rel + "/"
         return tuple(sorted(rel[len(prefix):] for rel in (*self.dropped, *self.journal)))
+
+
+class _BucketOnly:
+    """Files only the bucket holds (relative path -> (size, sha256)), found by path:
+    names sorted once, so a folder's files are one range (a bisect) instead of a scan of
+    every file per path an item names."""
+
+    def __init__(self, files: dict[str, tuple[int, str]]):
+        self.files, self.names = files, sorted(files)
+
+    def at_or_under(self, rel: str) -> dict[str, tuple[int, str]]:
+        found = {rel: self.files[rel]} if rel in self.files else {}
+        inside = rel + "/"
+        index = bisect.bisect_left(self.names, inside)
+        while index < len(self.names) and self.names[index].startswith(inside):
+            found[self.names[index]] = self.files[self.names[index]]
+            index += 1
+        return found

@@ -159,19 +159,20 @@ def ray_storage(storage_path: str | Path):
         return str(Path(storage_path).resolve()), None
     import pyarrow.fs
 
+    from stages.bucket_fs import connection_options
+
     url = str(storage_path)
+    # The same endpoint and credentials the staging's tasks get, in pyarrow's names;
+    # without keys in the environment, pyarrow's own default chain on each node.
+    given = connection_options(url)
     if url.startswith("s3://"):
-        options = {"endpoint_override": os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
-                   "access_key": os.environ.get("AWS_ACCESS_KEY_ID"),
-                   "secret_key": os.environ.get("AWS_SECRET_ACCESS_KEY"),
-                   "session_token": os.environ.get("AWS_SESSION_TOKEN"),
-                   "region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")}
-        if not (options["access_key"] and options["secret_key"]):
-            # From ~/.aws or an instance role: pyarrow's own default chain, on each node.
-            options.pop("access_key"), options.pop("secret_key"), options.pop("session_token")
+        client = given.get("client_kwargs", {})
+        options = {"endpoint_override": client.get("endpoint_url"), "region": client.get("region_name"),
+                   "access_key": given.get("key"), "secret_key": given.get("secret"),
+                   "session_token": given.get("token")}
         filesystem = pyarrow.fs.S3FileSystem(**{k: v for k, v in options.items() if v})
         return url[len("s3://"):], filesystem
-    emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+    emulator = given.get("emulator")
     if url.startswith(("gs://", "gcs://")) and emulator:
         # A GCS emulator (what gcsfs and google-cloud-storage read): anonymous, over the
         # scheme it names. Real GCS falls through to pyarrow's default credentials below.
