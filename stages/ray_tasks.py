@@ -85,8 +85,9 @@ def map_staged(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
     are right here, and a task would only cost a worker's start)."""
     if active_staging() is not None:
         return map_tasks(function, items, desc=desc, num_cpus=num_cpus)
-    with run_in_process():
-        return map_tasks(function, items, desc=desc)
+    # Not through run_in_process: its flag is global, and fine-tuning calls this from
+    # several threads at once (one flag restored out of order stayed set for the session).
+    return _in_this_process(function, items, desc)
 
 
 def forget_files(path: Any) -> None:
@@ -114,9 +115,7 @@ def map_tasks(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
     each task reserves.
     """
     if not ray_is_up():
-        if _staging is not None:  # an object-store run's bulk inputs, in this process's mirror
-            _staging.bring_items_here(list(items))
-        return [function(item) for item in tqdm(items, desc=desc, unit="task", disable=None)]
+        return _in_this_process(function, items, desc)
 
     import ray
 
@@ -163,6 +162,12 @@ def map_tasks(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
         raise
     results = ray.get(refs)
     return results if staging is None else [staging.collect(result) for result in results]
+
+
+def _in_this_process(function: Callable[..., Any], items: Sequence[Any], desc: str) -> list[Any]:
+    if _staging is not None:  # an object-store run's bulk inputs, in this process's mirror
+        _staging.bring_items_here(list(items))
+    return [function(item) for item in tqdm(items, desc=desc, unit="task", disable=None)]
 
 
 def _cancel(ray: Any, refs: list[Any]) -> None:
