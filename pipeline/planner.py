@@ -14,9 +14,9 @@ from typing import Literal
 from pipeline.config import ConfigError, ExperimentConfig
 from pipeline.fingerprint import compute_all
 from pipeline.graph import BY_NAME, STAGE_NAMES, STAGES, downstream_of
-from pipeline.stage_lock import describe_holder
-from pipeline.remote_store import open_store
-from pipeline.store import ArtifactStore, Damage, describe_damage
+from storage.stage_lock import describe_holder
+from storage.object_store import open_store
+from storage.local_store import ArtifactStore, Damage, describe_damage
 
 Action = Literal["cached", "run", "missing"]
 

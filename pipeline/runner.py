@@ -25,12 +25,13 @@ from pipeline.graph import BY_NAME
 from pipeline.latest_links import write_latest_links
 from pipeline.planner import Decision, Selection, plan
 from pipeline.ray_session import RaySession
-from pipeline.remote_store import open_store
-from pipeline.store import FAILURE, RUN_INDEX, ArtifactStore, inventory, remove_temporaries, write_json_atomic
+from storage.object_store import open_store
+from storage.local_store import FAILURE, RUN_INDEX, ArtifactStore, inventory, remove_temporaries, write_json_atomic
 from pipeline.version import code_commit
 from stages.ray_tasks import staged_through_bucket
-from stages.staging.node_staging import NodeStaging
+from storage.node_transfer.node_staging import NodeStaging
 from pipeline.wandb_stage_log import log_stage
+from storage.urls import is_url
 
 LIBRARIES = ("torch", "ray", "deepspeed", "pyarrow", "tokenizers", "datasets", "wandb", "pydantic")
 
@@ -60,7 +61,7 @@ def run_pipeline(cfg: ExperimentConfig, selection: Selection = Selection(), *,
     """Run what `plan` selects. `load_stage(spec) -> function` and `use_ray=False` let
     engine tests drive plain functions with no Ray. `verify` compares every reused
     output's sha256 with its manifest (sizes are always compared). Each stage runs under
-    its directory's lock (pipeline.stage_lock): a stage another driver is writing is
+    its directory's lock (storage.stage_lock): a stage another driver is writing is
     refused, or with `wait_lock` waited for and then reused if that driver finished it.
     `sweep` names the sweep this run is a point of (recorded in pipeline.json)."""
     if cfg.sweep is not None:
@@ -136,7 +137,7 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
         fingerprint=fp, input_digests=dict(identity.get("data", {})),
     )
     # On an object store, tasks and workers on other nodes fetch and upload their own
-    # files (stages.staging.node_staging); the commit then skips what they uploaded.
+    # files (storage.node_transfer.node_staging); the commit then skips what they uploaded.
     staging = _node_staging(store, output_dir, ctx.input_manifests, fingerprints, spec)
     if staging is not None and spec.resumes and not decision.forced:
         staging.restore_remote()  # what an earlier attempt's tasks elsewhere finished
@@ -312,7 +313,7 @@ def _summary(metrics: dict, limit: int = 4) -> str:
 def load_run_index(run_dir: Path | str) -> dict:
     import json
 
-    if "://" in str(run_dir):
+    if is_url(run_dir):
         return _load_remote_run_index(str(run_dir))
     path = Path(run_dir) / RUN_INDEX
     if not path.is_file():
@@ -345,6 +346,6 @@ def run_store(run_dir: Path | str, index: dict | None = None) -> ArtifactStore:
     index = index if index is not None else load_run_index(run_dir)
     if index.get("store_url"):
         return open_store(index["store_url"])
-    if "://" in str(run_dir):
+    if is_url(run_dir):
         return open_store(str(run_dir))
     return ArtifactStore((Path(run_dir) / index.get("store", ".")).resolve())

@@ -19,8 +19,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from stages.staging.node_staging import NodeStaging
-from stages.staging.staged_call import run_staged
+from storage.node_transfer.node_staging import NodeStaging
+from storage.node_transfer.staged_call import run_staged
 
 _force_in_process = False
 _staging: NodeStaging | None = None
@@ -62,7 +62,7 @@ def run_in_process() -> Iterator[None]:
 def staged_through_bucket(staging: NodeStaging | None) -> Iterator[None]:
     """Inside this block, tasks (`map_tasks`, stages.ingest.ray_data_map) and Ray Train
     workers (stages.training.launch) run on any node, their files going through the
-    bucket (stages.staging.node_staging). The engine opens it around each stage of an
+    bucket (storage.node_transfer.node_staging). The engine opens it around each stage of an
     object-store run; None leaves everything as it is."""
     global _staging
     previous, _staging = _staging, staging or _staging

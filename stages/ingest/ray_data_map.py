@@ -99,7 +99,7 @@ def map_in_order(function: Callable[[Any], Any], items: Sequence[Any], *, desc: 
 
     from stages.ray_tasks import TASK_OPTIONS, active_staging
 
-    # An object-store run's tasks fetch and upload their files (stages.staging).
+    # An object-store run's tasks fetch and upload their files (storage.node_transfer).
     staging = active_staging()
     if staging is not None:
         function = staging.dispatch(function, list(items))

@@ -34,6 +34,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from storage.urls import is_url
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HEALTH_CHECK_INTERVAL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
 HEALTH_CHECK_INTERVAL_S = "0.25"
@@ -74,9 +76,9 @@ def fit(
     if num_workers < 1:
         raise ValueError(f"num_workers must be >= 1, got {num_workers}")
     from stages.ray_tasks import active_staging
-    from stages.staging.staged_call import loop_for
+    from storage.node_transfer.staged_call import loop_for
 
-    # An object-store run's workers on other nodes fetch and upload their files (stages.staging).
+    # An object-store run's workers on other nodes fetch and upload their files (storage.node_transfer).
     staging = active_staging()
     if staging is not None:
         train_loop_per_worker = loop_for(staging.dispatch(train_loop_per_worker, [loop_config]))
@@ -155,11 +157,11 @@ def ray_storage(storage_path: str | Path):
     (AWS_ENDPOINT_URL, AWS_* credentials, STORAGE_EMULATOR_HOST): Ray Train pickles it to
     its controller and workers, whose processes may have started before those variables
     were set."""
-    if "://" not in str(storage_path):
+    if not is_url(storage_path):
         return str(Path(storage_path).resolve()), None
     import pyarrow.fs
 
-    from stages.bucket_fs import connection_options
+    from storage.bucket_fs import connection_options
 
     url = str(storage_path)
     # The same endpoint and credentials the staging's tasks get, in pyarrow's names;

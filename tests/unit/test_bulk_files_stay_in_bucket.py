@@ -10,11 +10,11 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.remote_store import open_store
+from storage.object_store import open_store
 from pipeline.runner import with_remote_files
-from pipeline.store import inventory
-from stages.staging.node_staging import NodeStaging
-from stages.staging.staged_call import StagedResult
+from storage.local_store import inventory
+from storage.node_transfer.node_staging import NodeStaging
+from storage.node_transfer.staged_call import StagedResult
 from tests.s3_server import make_bucket
 
 SHARD_BYTES = b"shard-bytes-" * 100
@@ -132,7 +132,7 @@ def test_a_task_on_the_drivers_node_fetches_bulk_inputs_and_never_reads_a_damage
     """The driver's node is one of the nodes that work: a task there gets the input the
     driver left in the bucket, and a copy in its mirror with other bytes (same size) is
     replaced, not read."""
-    import stages.staging.staged_call as staged_call
+    import storage.node_transfer.staged_call as staged_call
 
     store, staging = dataset_stage(tmp_path, monkeypatch, "driver-node")
     monkeypatch.setattr(staged_call, "current_node", lambda: "driver-node")

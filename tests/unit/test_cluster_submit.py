@@ -12,7 +12,7 @@ import pytest
 from cluster.cli import main
 from cluster.connection import check_reachable, dashboard_url, is_local_address
 from cluster.errors import ClusterError
-from cluster.storage import filesystem_type, is_shared_storage
+from storage.mounts import filesystem_type, is_shared_storage
 from cluster.submit import PROJECT_ROOT, Submission, prepare
 
 CONFIG = "configs/gpt-tiny.yaml"

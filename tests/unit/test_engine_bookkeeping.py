@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.runner import StageFailed
-from pipeline.store import FAILURE, ArtifactStore, inventory
+from storage.local_store import FAILURE, ArtifactStore, inventory
 from tests.unit.test_engine import FakeStages, config_file, run  # noqa: F401  (fixture)
 from tests.unit.test_engine_outputs import stage_dir
 

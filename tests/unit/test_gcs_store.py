@@ -18,11 +18,11 @@ import urllib.request
 
 import pytest
 
-from pipeline.object_lease import ObjectLease, peek_lease
-from pipeline.object_store import ObjectKeys, PreconditionFailed, filesystem
-from pipeline.remote_store import ObjectArtifactStore, open_store
-from pipeline.stage_lock import StageLocked
-from pipeline.store import StageCommitConflict
+from storage.object_lease import ObjectLease, peek_lease
+from storage.object_keys import ObjectKeys, PreconditionFailed, filesystem
+from storage.object_store import ObjectArtifactStore, open_store
+from storage.stage_lock import StageLocked
+from storage.local_store import StageCommitConflict
 from tests.lease_race import race
 from tests.gcs_server import make_gcs_bucket
 from tests.stage_files import FILES, finished_stage

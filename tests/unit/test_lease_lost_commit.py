@@ -14,13 +14,13 @@ import time
 
 import pytest
 
-import pipeline.object_lease as object_lease
+import storage.object_lease as object_lease
 from pipeline.config import load_config
-from pipeline.object_lease import ObjectLease, peek_lease
+from storage.object_lease import ObjectLease, peek_lease
 from pipeline.planner import Selection
-from pipeline.remote_store import open_store
+from storage.object_store import open_store
 from pipeline.runner import run_pipeline
-from pipeline.stage_lock import StageLocked
+from storage.stage_lock import StageLocked
 from tests.s3_server import make_bucket
 
 

@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from pipeline.object_lease import ObjectLease, peek_lease
-from pipeline.object_store import ObjectKeys, filesystem, json_bytes
-from pipeline.stage_lock import StageLocked
+from storage.object_lease import ObjectLease, peek_lease
+from storage.object_keys import ObjectKeys, filesystem, json_bytes
+from storage.stage_lock import StageLocked
 from tests.lease_race import race
 from tests.s3_server import make_bucket
 

@@ -18,8 +18,8 @@ from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.fingerprint import compute_all
 from pipeline.planner import plan
-from pipeline.stage_lock import StageLock, StageLocked, peek_holder
-from pipeline.store import ArtifactStore
+from storage.stage_lock import StageLock, StageLocked, peek_holder
+from storage.local_store import ArtifactStore
 from tests.unit.test_engine import FakeStages, config_file, run  # noqa: F401  (fixture)
 
 
@@ -83,7 +83,7 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_with_a_warning(config_file,
     path = lock_path(config_file, "ingest")
     path.parent.mkdir(parents=True, exist_ok=True)
     # A driver that took the lock and was SIGKILLed: its process is gone.
-    script = ("import os, sys; from pipeline.stage_lock import StageLock; "
+    script = ("import os, sys; from storage.stage_lock import StageLock; "
               "StageLock(sys.argv[1], what='ingest').acquire(); os.kill(os.getpid(), 9)")
     subprocess.run([sys.executable, "-c", script, str(path)], cwd=Path(__file__).parents[2])
     messages = []

@@ -1,4 +1,4 @@
-"""The manifest's atomic write (pipeline/store.py write_json_atomic: temp, fsync, rename,
+"""The manifest's atomic write (storage/local_store.py write_json_atomic: temp, fsync, rename,
 fsync of the folder) crashing at each step: the old manifest survives intact (or, once
 the rename is done, the new one is complete), and the temp is removed or, after a kill
 that leaves it, never taken for a manifest nor listed as an output."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.store import MANIFEST, ArtifactStore, inventory, remove_temporaries
+from storage.local_store import MANIFEST, ArtifactStore, inventory, remove_temporaries
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STAGE, FINGERPRINT = "pretrain", "fp1"
@@ -106,7 +106,7 @@ def test_a_crash_after_the_rename_leaves_the_new_manifest_complete(store, monkey
 KILLED_WRITER = """
 import os, signal, sys
 from pathlib import Path
-from pipeline.store import ArtifactStore
+from storage.local_store import ArtifactStore
 
 class KilledHere:
     def __str__(self):

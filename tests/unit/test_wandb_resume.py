@@ -16,7 +16,7 @@ from wandb.proto import wandb_internal_pb2
 
 from pipeline.config import load_config
 from pipeline.fingerprint import compute_all
-from pipeline.store import ArtifactStore
+from storage.local_store import ArtifactStore
 from pipeline.wandb_stage_log import log_stage
 from stages.finetune.task_tracking import TaskMetricsLog
 from stages.tracking import RUN_ID_FILE, MetricsLog, open_tracker

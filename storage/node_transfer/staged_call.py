@@ -1,4 +1,4 @@
-"""The task's side of an object-store run's staging (stages.staging.node_staging has the
+"""The task's side of an object-store run's staging (storage.node_transfer.node_staging has the
 driver's side and the whole story): a `StagedCall` is sent in place of a task's function.
 
 On the driver's node it fetches into the driver's mirror what the item names that only
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stages.file_digest import sha256_file
-from stages.file_tree import matches_any
-from stages.mirror import mirror_dir
-from stages.staging import transfer
-from stages.staging.item_paths import paths_under, relocate
+from storage.digest import sha256_file
+from storage.file_tree import matches_any
+from storage.mirror import mirror_dir
+from storage.node_transfer import transfer
+from storage.node_transfer.item_paths import paths_under, relocate
 
 UPLOADS = ".uploads"
 JOURNAL = ".remote"  # the driver's record of bulk files only the bucket holds
@@ -63,7 +63,7 @@ class StagedCall:
     plan: dict[str, tuple[FileState, ...]]
     folders: dict[str, tuple[str, ...]]
     bulk: tuple[str, ...] = ()  # the stage's bulk files, linked rather than copied
-    # How the driver reaches the bucket (stages.bucket_fs.connection_options): a worker
+    # How the driver reaches the bucket (storage.bucket_fs.connection_options): a worker
     # started before the driver's environment had the endpoint and credentials has neither.
     storage: dict = field(default_factory=dict)
 

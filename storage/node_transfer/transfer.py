@@ -8,7 +8,7 @@ work of a stage went. A file whose size and mtime still match its record holds t
 bytes; any other local file is fetched again. Size alone would not do: a forced re-run
 writes files of the same size with other bytes (retrained weights), and a node must never
 use the old ones. The driver's mirror keeps the same records for what its store fetched
-and committed (pipeline.remote_store): they live beside the stage folders, never in one,
+and committed (storage.object_store): they live beside the stage folders, never in one,
 so no manifest lists them.
 """
 
@@ -20,15 +20,15 @@ import os
 import uuid
 from pathlib import Path
 
-from stages.file_digest import sha256_file
+from storage.digest import sha256_file
 
 RECORDS = ".node-staging"
 
 
 def bucket(url: str, options: dict | None = None):
     """(fsspec file system, root path) for the run's bucket URL (with the driver's
-    connection options in a task: stages.bucket_fs.connection_options)."""
-    from stages.bucket_fs import url_filesystem
+    connection options in a task: storage.bucket_fs.connection_options)."""
+    from storage.bucket_fs import url_filesystem
 
     return url_filesystem(url, options)
 

@@ -3,8 +3,8 @@
     with ObjectLease(fs, "bucket/runs/x/ingest/.0123abcd.lock", what=..., wait=False):
         ...   # prepare, run the stage, upload, commit the manifest
 
-The stage lock of a local workdir (pipeline.stage_lock) leans on flock or O_EXCL; an
-object store has neither, but it has compare-and-swap on one key (pipeline.object_store).
+The stage lock of a local workdir (storage.stage_lock) leans on flock or O_EXCL; an
+object store has neither, but it has compare-and-swap on one key (storage.object_keys).
 Below, "etag" is S3's ETag (If-None-Match / If-Match) or GCS's generation
 (ifGenerationMatch=0 / ifGenerationMatch=<generation>):
 
@@ -35,8 +35,8 @@ import socket
 import threading
 import time
 
-from pipeline.object_store import ObjectKeys, PreconditionFailed, json_bytes
-from pipeline.stage_lock import StageLocked, pid_alive, describe_holder
+from storage.object_keys import ObjectKeys, PreconditionFailed, json_bytes
+from storage.stage_lock import StageLocked, pid_alive, describe_holder
 
 HEARTBEAT_SECONDS = 10.0
 STALE_SECONDS = 60.0

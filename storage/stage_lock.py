@@ -28,12 +28,11 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from pipeline.config import ConfigError
+from storage.errors import ConfigError
+from storage.mounts import is_network_mount
 
 HEARTBEAT_SECONDS = 10.0
 STALE_SECONDS = 60.0
-NETWORK_FILE_SYSTEMS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre",
-                        "fuse.sshfs", "9p", "afs", "gpfs", "beegfs"}
 
 
 class StageLocked(ConfigError):
@@ -51,23 +50,7 @@ def lock_mode(path: Path) -> str:
     forced = os.environ.get("PRETRAIN_LOCK_MODE")
     if forced in ("flock", "file"):
         return forced
-    return "file" if _file_system_type(path) in NETWORK_FILE_SYSTEMS else "flock"
-
-
-def _file_system_type(path: Path) -> str:
-    """The type of the mount that holds `path` (longest mount point prefix in /proc/mounts)."""
-    try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return ""
-    target, best, kind = str(Path(path).resolve()), "", ""
-    for line in mounts:
-        parts = line.split()
-        if len(parts) >= 3:
-            point = parts[1].replace("\\040", " ")
-            if (target == point or target.startswith(point.rstrip("/") + "/")) and len(point) > len(best):
-                best, kind = point, parts[2]
-    return kind
+    return "file" if is_network_mount(path) else "flock"
 
 
 def pid_alive(pid: int) -> bool:

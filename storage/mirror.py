@@ -2,7 +2,7 @@
 
 Kept apart from the object-store code so that the config (which names the mirror as the
 resolved workdir of an s3:// run) imports none of it; in `stages` because a Ray task on
-another node finds its own mirror here too (stages.staging).
+another node finds its own mirror here too (storage.node_transfer).
 """
 
 from __future__ import annotations

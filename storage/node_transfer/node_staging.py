@@ -1,12 +1,12 @@
 """Ray tasks and Ray Train workers of an object-store run, on any node of the cluster.
 
 A stage of an s3:// (gs://, ...) run writes into the driver's mirror of the bucket
-(pipeline.remote_store), and its tasks get items naming files there. A task placed on
+(storage.object_store), and its tasks get items naming files there. A task placed on
 another node sees none of them, so every task goes through a `StagedCall`:
 
 - On the driver's node it is the plain call: the files are right there.
 - On another node:
-  1. the files its item names are fetched into that node's own mirror (stages.mirror):
+  1. the files its item names are fetched into that node's own mirror (storage.mirror):
      those the driver listed when it dispatched the task (`NodeStaging.dispatch`), each
      with its sha256, skipped when the node already holds those bytes (transfer.holds);
   2. the task gets a private copy of its stage's folder (only the files its item names),
@@ -59,11 +59,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stages.bucket_fs import connection_options
-from stages.file_tree import matches_any
-from stages.staging import transfer
-from stages.staging.item_paths import paths_under
-from stages.staging.staged_call import JOURNAL, UPLOADS, FileState, StagedCall, StagedResult, current_node
+from storage.bucket_fs import connection_options
+from storage.file_tree import matches_any
+from storage.node_transfer import transfer
+from storage.node_transfer.item_paths import paths_under
+from storage.node_transfer.staged_call import JOURNAL, UPLOADS, FileState, StagedCall, StagedResult, current_node
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """The sha256 of a file's bytes, read in blocks: what manifests record and what the
-object-store tasks check (stages.staging), in one place for the engine and the stages."""
+object-store tasks check (storage.node_transfer), in one place for the engine and the stages."""
 
 from __future__ import annotations
 
