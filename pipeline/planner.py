@@ -14,7 +14,7 @@ from typing import Literal
 from pipeline.config import ConfigError, ExperimentConfig
 from pipeline.fingerprint import compute_all
 from pipeline.graph import BY_NAME, STAGE_NAMES, STAGES, downstream_of
-from storage.stage_lock import describe_holder
+from storage.writer_lock import describe_holder
 from storage.object_store import open_store
 from storage.local_store import ArtifactStore, Damage, describe_damage
 

@@ -19,7 +19,7 @@ object_keys.py   a bucket's conditional writes (create / replace / delete on one
 mirror.py        this machine's local folder standing for a bucket prefix
 bucket_fs.py     an fsspec file system for a URL, with the endpoint and credentials found
 dataset_cache.py a dataset on a URL as a local copy to memory-map
-lock_loop.py     the acquire / heartbeat / stale loop both stage locks share
+writer_lock.py   the acquire / heartbeat / stale loop both stage locks share
 stage_lock.py    one writer per local stage directory (flock, or a lock file on NFS)
 object_lease.py  one writer per stage in a bucket (a lease key with compare-and-swap)
 node_transfer/   an object-store run's tasks on any node: files in from the bucket, out to it

@@ -22,11 +22,11 @@ NETWORK_FILE_SYSTEMS = frozenset({
 })
 
 
-def filesystem_type(path: Path, mounts_file: Path = PROC_MOUNTS) -> str | None:
+def filesystem_type(path: Path, mounts_file: Path | None = None) -> str | None:
     """The type of the filesystem holding `path` (the longest matching mount point), None
     when the mounts cannot be read."""
     try:
-        lines = mounts_file.read_text().splitlines()
+        lines = (mounts_file or PROC_MOUNTS).read_text().splitlines()
     except OSError:
         return None
     path = Path(path).resolve()
@@ -42,11 +42,11 @@ def filesystem_type(path: Path, mounts_file: Path = PROC_MOUNTS) -> str | None:
     return best_type
 
 
-def is_network_mount(path: Path, mounts_file: Path = PROC_MOUNTS) -> bool:
+def is_network_mount(path: Path, mounts_file: Path | None = None) -> bool:
     return filesystem_type(path, mounts_file) in NETWORK_FILE_SYSTEMS
 
 
-def is_shared_storage(workdir: str, mounts_file: Path = PROC_MOUNTS) -> bool:
+def is_shared_storage(workdir: str, mounts_file: Path | None = None) -> bool:
     """Whether every node of a cluster sees `workdir`: an object-store URL (file:// is
     this machine's disk) or a path on a network file system."""
     if is_url(workdir) and not workdir.startswith("file://"):

@@ -101,7 +101,7 @@ def test_a_bucket_run_killed_mid_pretrain_resumes_from_the_bucket_on_an_empty_ma
     shutil.rmtree(mirror)
 
     # --wait-lock: the killed driver's lease is still in the bucket (it stops being live
-    # when its heartbeat is older than storage.object_lease.STALE_SECONDS).
+    # when its heartbeat is older than storage.writer_lock.STALE_SECONDS).
     started = time.monotonic()
     rerun = pretrain_cli("run", *args, "--wait-lock", timeout=900)
     rerun_seconds = time.monotonic() - started

@@ -17,7 +17,7 @@ from pipeline.graph import STAGE_NAMES
 from pipeline.planner import Selection, plan
 from storage.object_store import open_store
 from pipeline.runner import run_pipeline
-from storage.stage_lock import StageLocked
+from storage.writer_lock import StageLocked
 from pipeline.status import stage_rows
 from storage.local_store import StageCommitConflict
 

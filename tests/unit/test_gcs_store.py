@@ -21,7 +21,7 @@ import pytest
 from storage.object_lease import ObjectLease, peek_lease
 from storage.object_keys import ObjectKeys, PreconditionFailed, filesystem
 from storage.object_store import ObjectArtifactStore, open_store
-from storage.stage_lock import StageLocked
+from storage.writer_lock import StageLocked
 from storage.local_store import StageCommitConflict
 from tests.lease_race import race
 from tests.gcs_server import make_gcs_bucket

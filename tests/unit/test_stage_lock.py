@@ -18,7 +18,8 @@ from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.fingerprint import compute_all
 from pipeline.planner import plan
-from storage.stage_lock import StageLock, StageLocked, peek_holder
+from storage.stage_lock import StageLock, peek_holder
+from storage.writer_lock import StageLocked
 from storage.local_store import ArtifactStore
 from tests.unit.test_engine import FakeStages, config_file, run  # noqa: F401  (fixture)
 
