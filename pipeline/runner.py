@@ -25,12 +25,12 @@ from pipeline.graph import BY_NAME
 from pipeline.latest_links import write_latest_links
 from pipeline.planner import Decision, Selection, plan
 from pipeline.ray_session import RaySession
-from storage.object_store import open_store
-from storage.local_store import FAILURE, RUN_INDEX, ArtifactStore, inventory, remove_temporaries, write_json_atomic
 from pipeline.version import code_commit
-from stages.ray_tasks import staged_through_bucket
-from storage.node_transfer.node_staging import NodeStaging
 from pipeline.wandb_stage_log import log_stage
+from stages.ray_tasks import staged_through_bucket
+from storage.artifact_store import ArtifactStore, open_store
+from storage.local_store import FAILURE, RUN_INDEX, LocalArtifactStore, inventory, remove_temporaries, write_json_atomic
+from storage.node_transfer.node_staging import NodeStaging
 from storage.urls import is_url
 
 LIBRARIES = ("torch", "ray", "deepspeed", "pyarrow", "tokenizers", "datasets", "wandb", "pydantic")
@@ -348,4 +348,4 @@ def run_store(run_dir: Path | str, index: dict | None = None) -> ArtifactStore:
         return open_store(index["store_url"])
     if is_url(run_dir):
         return open_store(str(run_dir))
-    return ArtifactStore((Path(run_dir) / index.get("store", ".")).resolve())
+    return LocalArtifactStore((Path(run_dir) / index.get("store", ".")).resolve())

@@ -14,10 +14,10 @@ from pipeline.graph import BY_NAME, STAGE_NAMES
 from pipeline.run_state import (DONE, FAILED, INTERRUPTED, NEVER_RUN, RUNNING, RunState, classify_stage,
                                 combine, selected_stages)
 from pipeline.runner import load_run_index, run_store
-from storage.writer_lock import describe_holder
-from storage.local_store import RUN_INDEX, describe_damage, read_json_object
 from stages.report.numbers import format_duration
+from storage.local_store import RUN_INDEX, describe_damage, read_json_object
 from storage.urls import is_url
+from storage.writer_lock import describe_holder
 
 SCORE = re.compile(r"/(accuracy|f1|matthews(_corrcoef)?|pearson|spearman|exact_match|em)$")
 HEADLINE_METRICS = 3  # per stage, in the narrow table

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from storage.digest import sha256_file
-from storage.stage_lock import StageLock, peek_holder
 from storage.file_tree import PARTIAL_SUFFIX, is_bookkeeping, leftover_temporaries
+from storage.stage_lock import StageLock, peek_holder
 
 MANIFEST = "manifest.json"
 FAILURE = "failure.json"
@@ -30,9 +30,8 @@ class StageCommitConflict(RuntimeError):
     """A stage's manifest already exists where this driver was about to commit it."""
 
 
-class ArtifactStore:
-    """The store on a local (or mounted) file system. storage.object_store.ObjectArtifactStore
-    is the same interface on an object store; `open_store` picks one."""
+class LocalArtifactStore:
+    """The store on a local (or mounted) file system (storage.artifact_store's protocol)."""
 
     url = None  # an object store's URL; None here
 

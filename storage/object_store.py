@@ -41,15 +41,14 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from storage.errors import ConfigError
-from storage.object_lease import ObjectLease, peek_lease
-from storage.object_keys import ObjectKeys, PreconditionFailed, join, json_bytes, open_bucket
-from storage.local_store import FAILURE, MANIFEST, ArtifactStore, Damage, StageCommitConflict, write_json_atomic
 from storage.digest import sha256_file
+from storage.errors import ConfigError
 from storage.file_tree import matches_any
+from storage.local_store import FAILURE, MANIFEST, Damage, StageCommitConflict, write_json_atomic
 from storage.mirror import mirror_dir
 from storage.node_transfer import transfer
-from storage.urls import is_url
+from storage.object_keys import ObjectKeys, PreconditionFailed, join, json_bytes, open_bucket
+from storage.object_lease import ObjectLease, peek_lease
 
 
 class DamagedInput(ConfigError):
@@ -370,11 +369,3 @@ def _unchanged(local: Path, uploaded: tuple[int, int] | None) -> bool:
         return False
     stat = local.stat()
     return (stat.st_size, stat.st_mtime_ns) == tuple(uploaded)
-
-
-def open_store(location: str | Path, mirror: Path | None = None):
-    """The store at a path (ArtifactStore) or at an object-store URL (s3://bucket/prefix,
-    gs://...)."""
-    if is_url(location):
-        return ObjectArtifactStore(str(location), mirror)
-    return ArtifactStore(Path(location))

@@ -98,9 +98,9 @@ class MirrorWatcher(threading.Thread):
 def main(workdir: Path) -> None:
     from ray.cluster_utils import Cluster
 
-    from storage.object_store import open_store
+    from storage.artifact_store import open_store
     from pipeline.runner import load_run_index
-    from storage.local_store import ArtifactStore
+    from storage.local_store import LocalArtifactStore
     from tests.s3_server import make_bucket, s3_server
 
     driver_mirror = workdir / "driver-mirror"
@@ -133,7 +133,7 @@ def main(workdir: Path) -> None:
 
         index = load_run_index(url)
         bucket = open_store(url)
-        reference = ArtifactStore(local)
+        reference = LocalArtifactStore(local)
         for stage in BUCKET_STAGES:
             fingerprint = index["stages"][stage]
             manifest = bucket.manifest(stage, fingerprint)

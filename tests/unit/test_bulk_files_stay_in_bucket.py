@@ -10,8 +10,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.object_store import open_store
 from pipeline.runner import with_remote_files
+from storage.artifact_store import open_store
 from storage.local_store import inventory
 from storage.node_transfer.node_staging import NodeStaging
 from storage.node_transfer.staged_call import StagedResult

@@ -9,8 +9,8 @@ import hashlib
 import numpy as np
 import pytest
 
-from storage.local_store import check_files
 from storage.digest import sha256_file
+from storage.local_store import check_files
 
 MIB = 1 << 20
 

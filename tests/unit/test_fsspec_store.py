@@ -15,11 +15,11 @@ import pytest
 from pipeline.config import load_config
 from pipeline.graph import STAGE_NAMES
 from pipeline.planner import Selection, plan
-from storage.object_store import open_store
 from pipeline.runner import run_pipeline
-from storage.writer_lock import StageLocked
 from pipeline.status import stage_rows
+from storage.artifact_store import open_store
 from storage.local_store import StageCommitConflict
+from storage.writer_lock import StageLocked
 
 
 @pytest.fixture

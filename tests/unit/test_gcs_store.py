@@ -18,11 +18,12 @@ import urllib.request
 
 import pytest
 
-from storage.object_lease import ObjectLease, peek_lease
-from storage.object_keys import ObjectKeys, PreconditionFailed, filesystem
-from storage.object_store import ObjectArtifactStore, open_store
-from storage.writer_lock import StageLocked
+from storage.artifact_store import open_store
 from storage.local_store import StageCommitConflict
+from storage.object_keys import ObjectKeys, PreconditionFailed, filesystem
+from storage.object_lease import ObjectLease, peek_lease
+from storage.object_store import ObjectArtifactStore
+from storage.writer_lock import StageLocked
 from tests.lease_race import race
 from tests.gcs_server import make_gcs_bucket
 from tests.stage_files import FILES, finished_stage

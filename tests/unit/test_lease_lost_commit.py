@@ -16,10 +16,10 @@ import pytest
 
 import storage.object_lease as object_lease
 from pipeline.config import load_config
-from storage.object_lease import ObjectLease, peek_lease
 from pipeline.planner import Selection
-from storage.object_store import open_store
 from pipeline.runner import run_pipeline
+from storage.artifact_store import open_store
+from storage.object_lease import ObjectLease, peek_lease
 from storage.writer_lock import StageLocked
 from tests.s3_server import make_bucket
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from storage.object_store import open_store
+from stages.tracking import MetricsLog
+from storage.artifact_store import open_store
 from storage.local_store import inventory
 from storage.mirror import mirror_dir
 from storage.node_transfer.node_staging import NodeStaging
 from storage.node_transfer.staged_call import StagedResult
-from stages.tracking import MetricsLog
 from tests.s3_server import make_bucket
 
 TOKENIZER = "tokenizer/fp0/tokenizer.json"

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from storage.object_lease import ObjectLease, peek_lease
 from storage.object_keys import ObjectKeys, filesystem, json_bytes
+from storage.object_lease import ObjectLease, peek_lease
 from storage.writer_lock import StageLocked
 from tests.lease_race import race
 from tests.s3_server import make_bucket

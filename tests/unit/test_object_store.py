@@ -10,9 +10,10 @@ import shutil
 
 import pytest
 
-from storage.object_keys import filesystem
-from storage.object_store import ObjectArtifactStore, open_store
+from storage.artifact_store import open_store
 from storage.local_store import RUN_INDEX, StageCommitConflict, inventory
+from storage.object_keys import filesystem
+from storage.object_store import ObjectArtifactStore
 from tests.s3_server import make_bucket
 from tests.stage_files import FILES, finished_stage
 

@@ -10,8 +10,8 @@ import time
 
 from pipeline.graph import STAGE_NAMES
 from pipeline.run_state import read_run_state
-from storage.stage_lock import StageLock
 from pipeline.status import stage_rows
+from storage.stage_lock import StageLock
 from tests.synthetic_run import write_run
 from tests.unit.test_engine import FakeStages, config_file, run  # noqa: F401  (fixture)
 

@@ -18,15 +18,15 @@ from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.fingerprint import compute_all
 from pipeline.planner import plan
+from storage.local_store import LocalArtifactStore
 from storage.stage_lock import StageLock, peek_holder
 from storage.writer_lock import StageLocked
-from storage.local_store import ArtifactStore
 from tests.unit.test_engine import FakeStages, config_file, run  # noqa: F401  (fixture)
 
 
 def lock_path(config_file: Path, stage: str) -> Path:
     cfg = load_config(config_file)
-    return ArtifactStore(cfg.resolved_workdir).lock_path(stage, compute_all(cfg)[stage][0])
+    return LocalArtifactStore(cfg.resolved_workdir).lock_path(stage, compute_all(cfg)[stage][0])
 
 
 @pytest.fixture(params=["flock", "file"])
@@ -76,7 +76,7 @@ def _finish_stage_as_holder(config_file: Path, stage: str) -> None:
     cfg = load_config(config_file)
     fingerprints = compute_all(cfg)
     decision = next(d for d in plan(cfg) if d.stage == stage)
-    _run_stage(cfg, ArtifactStore(cfg.resolved_workdir), decision, fingerprints,
+    _run_stage(cfg, LocalArtifactStore(cfg.resolved_workdir), decision, fingerprints,
                FakeStages()(type("Spec", (), {"name": stage})()))
 
 
