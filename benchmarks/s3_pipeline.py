@@ -116,7 +116,7 @@ def bucket_contents(url: str) -> dict:
 def node_work(mirror: Path) -> dict[str, list[int]]:
     """Per stage: [tasks, files fetched, files uploaded] on a node, from its work log."""
     work: dict[str, list[int]] = {}
-    for log in mirror.glob("*/.node-staging/work.jsonl"):
+    for log in mirror.glob("*/.node-transfer/work.jsonl"):
         for line in log.read_text().splitlines():
             entry = json.loads(line)
             counts = work.setdefault(entry["stage"].split("/", 1)[0], [0, 0, 0])

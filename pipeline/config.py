@@ -119,7 +119,7 @@ class ExperimentConfig(Section):
     @property
     def resolved_workdir(self) -> Path:
         """The workdir as a local folder; for an object-store workdir, this machine's
-        staging mirror of it (storage.mirror.mirror_dir)."""
+        mirror of it (storage.mirror.mirror_dir)."""
         if self.workdir_url:
             from storage.mirror import mirror_dir
 

@@ -5,7 +5,7 @@ The engine (pipeline.runner, pipeline.planner) only ever talks to this protocol;
 
 - storage.local_store.LocalArtifactStore: `<workdir>/<stage>/<fingerprint>/` on a local
   or mounted disk, the manifest written last, atomically (a rename);
-- storage.object_store.ObjectArtifactStore: the same layout under a bucket prefix, staged
+- storage.object_store.ObjectArtifactStore: the same layout under a bucket prefix, written
   in this machine's mirror, the manifest committed last by a conditional create.
 
 Either way a stage is finished exactly when its manifest exists, one driver writes it at

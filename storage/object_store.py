@@ -21,7 +21,7 @@ resumes from the bucket. A stage's other partial files live in the mirror until 
 commit: a re-run on the same machine resumes from them, one on another machine starts the
 stage over. Its Ray tasks and workers may run on other nodes: they fetch and upload their
 own files, which the driver then gathers into the mirror, but for bulk files, which only
-the bucket keeps (storage.node_transfer.node_staging); the commit skips those already uploaded
+the bucket keeps (storage.node_transfer.driver); the commit skips those already uploaded
 (`in_bucket`) and lists the bulk ones from the tasks' reports (`elsewhere`).
 
 A stage computes only on bytes its manifest names. The mirror records, per file, the
@@ -273,7 +273,7 @@ class ObjectArtifactStore:
         broken; it is refused rather than overwriting the first.
 
         `in_bucket` names files already uploaded (by tasks on other nodes,
-        storage.node_transfer.node_staging) with the (size, mtime_ns) of the local copy then:
+        storage.node_transfer.driver) with the (size, mtime_ns) of the local copy then:
         those still unchanged are not uploaded again, and those the stage removed before
         it finished (a scratch folder) are removed from the bucket too.
 

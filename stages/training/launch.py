@@ -58,6 +58,7 @@ def fit(
     max_failures: int = 0,
     use_gpu: bool = False,
     checkpoints_to_keep: int = 2,
+    transfer=None,
 ):
     """Run `train_loop_per_worker(loop_config)` on `num_workers` Ray Train workers.
 
@@ -75,13 +76,14 @@ def fit(
 
     if num_workers < 1:
         raise ValueError(f"num_workers must be >= 1, got {num_workers}")
-    from stages.ray_tasks import active_staging
-    from storage.node_transfer.staged_call import loop_for
+    from stages.ray_tasks import transfer_for_tasks
+    from storage.node_transfer.task_call import loop_for
 
-    # An object-store run's workers on other nodes fetch and upload their files (storage.node_transfer).
-    staging = active_staging()
-    if staging is not None:
-        train_loop_per_worker = loop_for(staging.dispatch(train_loop_per_worker, [loop_config]))
+    # An object-store run's workers on other nodes fetch and upload their files
+    # (storage.node_transfer; `transfer` is the stage's StageContext.node_transfer).
+    transfer = transfer_for_tasks(transfer)
+    if transfer is not None:
+        train_loop_per_worker = loop_for(transfer.dispatch(train_loop_per_worker, [loop_config]))
     train_loop_per_worker = without_known_noise(train_loop_per_worker)
     storage_path, storage_filesystem = ray_storage(storage_path)
     # Ray Train's controller checks on its workers every 2 s by default, and every phase of
@@ -112,8 +114,8 @@ def fit(
     )
     with sigint_handler_restored(), placement_group_freed(placement_group_key), preemption_watcher_if_multinode():
         result = trainer.fit()
-    if staging is not None:
-        staging.collect_worker_uploads()
+    if transfer is not None:
+        transfer.collect_worker_uploads()
     return result
 
 
@@ -164,7 +166,7 @@ def ray_storage(storage_path: str | Path):
     from storage.bucket_fs import connection_options
 
     url = str(storage_path)
-    # The same endpoint and credentials the staging's tasks get, in pyarrow's names;
+    # The same endpoint and credentials the node transfer's tasks get, in pyarrow's names;
     # without keys in the environment, pyarrow's own default chain on each node.
     given = connection_options(url)
     if url.startswith("s3://"):

@@ -1,7 +1,7 @@
 """Moving files between a node's mirror and the bucket, and knowing, without reading
 it again, that a local file holds given bytes.
 
-Each node remembers what it fetched or uploaded in `<mirror>/.node-staging/`: per file,
+Each node remembers what it fetched or uploaded in `<mirror>/.node-transfer/`: per file,
 the sha256 of its bytes with the size and mtime the file had then; and in work.jsonl, a
 line per task that ran there (its stage, files fetched and uploaded), to tell where the
 work of a stage went. A file whose size and mtime still match its record holds those
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from storage.digest import sha256_file
 
-RECORDS = ".node-staging"
+RECORDS = ".node-transfer"
 
 
 def bucket(url: str, options: dict | None = None):
