@@ -35,13 +35,12 @@ bucket's (`removed_copies` says which).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from storage.digest import sha256_file
+from storage.digest import sha256_file, sha256_stream
 from storage.errors import ConfigError
 from storage.file_tree import matches_any
 from storage.local_store import FAILURE, MANIFEST, Damage, StageCommitConflict, write_json_atomic
@@ -135,12 +134,9 @@ class ObjectArtifactStore:
                 intact.append(entry)
         if intact:
             def digest(entry):
-                hasher = hashlib.sha256()
                 with self.fs.open(self._key(stage, fingerprint, entry["path"]), "rb",
                                   block_size=8 << 20) as f:
-                    while chunk := f.read(8 << 20):
-                        hasher.update(chunk)
-                return hasher.hexdigest()
+                    return sha256_stream(f)
 
             with ThreadPoolExecutor(max_workers=8) as pool:
                 for entry, value in zip(intact, pool.map(digest, intact)):

@@ -20,7 +20,7 @@ import os
 import uuid
 from pathlib import Path
 
-from storage.digest import sha256_file
+from storage.digest import sha256_file, sha256_stream
 
 RECORDS = ".node-transfer"
 
@@ -124,12 +124,8 @@ def starts_with(path: Path, size: int, sha256: str) -> bool:
     """Whether the file's first `size` bytes have that digest (it was only appended to)."""
     if path.stat().st_size < size:
         return False
-    hasher, left = hashlib.sha256(), size
     with open(path, "rb") as f:
-        while left and (chunk := f.read(min(left, 8 << 20))):
-            hasher.update(chunk)
-            left -= len(chunk)
-    return hasher.hexdigest() == sha256
+        return sha256_stream(f, limit=size) == sha256
 
 
 def upload_tail(fs, root: str, local_root: Path, rel: str, offset: int, tail_rel: str) -> tuple[int, str]:
