@@ -25,7 +25,7 @@ With --two-nodes, both sides run on one `ray.cluster_utils.Cluster` of two nodes
 CPU each instead of their own local Ray: the head (where the CLI runs) and node B, whose
 workers have their own PRETRAIN_MIRROR. The local side's tasks share the workdir through
 this machine's disk, as on a shared file system; the s3 side's tasks on node B fetch and
-upload through the bucket (stages/staging): its cost is what the ratio shows. Node B's
+upload through the bucket (storage/node_transfer): its cost is what the ratio shows. Node B's
 work log (tasks per stage, files fetched and uploaded) is printed after each s3 run.
 
 The sides alternate (round 1: local first, round 2: s3 first, ...) so that load from
@@ -98,7 +98,7 @@ def folder_bytes(folder: Path) -> tuple[int, int]:
 
 def bucket_contents(url: str) -> dict:
     """Objects and bytes under `url`, in total and per top-level prefix (stage)."""
-    from pipeline.object_store import filesystem
+    from storage.object_keys import filesystem
 
     fs, root = filesystem(url)
     fs.invalidate_cache()
@@ -116,7 +116,7 @@ def bucket_contents(url: str) -> dict:
 def node_work(mirror: Path) -> dict[str, list[int]]:
     """Per stage: [tasks, files fetched, files uploaded] on a node, from its work log."""
     work: dict[str, list[int]] = {}
-    for log in mirror.glob("*/.node-staging/work.jsonl"):
+    for log in mirror.glob("*/.node-transfer/work.jsonl"):
         for line in log.read_text().splitlines():
             entry = json.loads(line)
             counts = work.setdefault(entry["stage"].split("/", 1)[0], [0, 0, 0])

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from pipeline.config import load_config  # noqa: E402
 from pipeline.planner import plan  # noqa: E402
-from pipeline.store import inventory, write_json_atomic  # noqa: E402
+from storage.local_store import inventory, write_json_atomic  # noqa: E402
 
 
 def make_corpus(root: Path, files: int) -> Path:

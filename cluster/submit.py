@@ -27,7 +27,8 @@ from pathlib import Path
 from cluster.connection import connect, dashboard_url, is_local_address
 from cluster.errors import ClusterError
 from cluster.resources import check_fits, required_resources
-from cluster.storage import is_shared_storage, is_url
+from storage.mounts import is_shared_storage
+from storage.urls import is_url
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # Never uploaded: the local virtualenv (the cluster has its own), outputs, VCS history.
@@ -80,7 +81,7 @@ def prepare(submission: Submission, environ: dict[str, str] | None = None) -> Pr
         name, workdir, data_cfg = sweep.name, sweep.where, sweep.points[0].config
     else:
         name, data_cfg = cfg.name, cfg
-        workdir = cfg.workdir if cfg.workdir and is_url(cfg.workdir) else str(cfg.resolved_workdir)
+        workdir = cfg.workdir_url or str(cfg.resolved_workdir)
     _check_workdir(workdir, submission)
     # In the job the driver must join the job's own cluster, whatever ray.address says
     # (a sweep's points get these overrides too, so they join it as well).

@@ -23,6 +23,7 @@ from pipeline.planner import Selection, plan, plan_warnings
 from pipeline.run_state import last_run_note
 from pipeline.status import format_table, render
 from pipeline.version import VersionAction
+from storage.urls import is_url
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ def _config_reference(section: str | None) -> int:
 
 def _run_location(run_dir: str) -> Path | str:
     """A run folder as a Path; an object-store URL as it is (a Path would fold its //)."""
-    return run_dir if "://" in run_dir else Path(run_dir)
+    return run_dir if is_url(run_dir) else Path(run_dir)
 
 
 def _is_list_value(override: str) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from storage.urls import is_url
 
 COMMANDS = ("report", "dashboard")
 
@@ -56,7 +57,7 @@ def _report(args) -> int:
     from pipeline.compare import write_comparison
     from pipeline.run_discovery import bucket_sweep_points, is_runs_root
 
-    if len(args.run_dirs) == 1 and "://" in args.run_dirs[0]:
+    if len(args.run_dirs) == 1 and is_url(args.run_dirs[0]):
         points = bucket_sweep_points(args.run_dirs[0])
         if points is not None:  # a sweep's root in a bucket: its points, as sweep.json names them
             return _report_bucket_sweep(args.run_dirs[0], points, args.output)
@@ -74,8 +75,9 @@ def _report(args) -> int:
 def _report_bucket_sweep(url: str, points: list[str], output: str | None) -> int:
     """sweep.html and sweep.md of a bucket sweep: into `output`, or into this machine's
     mirror of the root and uploaded beside sweep.json (where `pretrain sweep` puts them)."""
-    from stages.mirror import mirror_dir
-    from pipeline.object_store import join, put_files
+    from storage.mirror import mirror_dir
+    from storage.object_keys import put_files
+    from storage.urls import join
     from pipeline.runs_report import write_runs_report
 
     html_path, markdown_path = write_runs_report(url, output or mirror_dir(url), run_dirs=points)

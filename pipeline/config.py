@@ -7,7 +7,6 @@ valid key. `-o section.key=value` overrides are applied before validation.
 
 from __future__ import annotations
 
-import re
 import shlex
 from pathlib import Path
 from typing import Any, Literal
@@ -26,17 +25,12 @@ from stages.report.config import ReportConfig
 from stages.section import Section
 from stages.tokenizer.config import TokenizerConfig
 from stages.validation_errors import dotted_key, explain_validation_error, where_in_file
+from storage.errors import ConfigError  # noqa: F401  (the config's own error, raised by storage too)
+from storage.urls import check_location, is_url
 
 
-class ConfigError(ValueError):
-    """A mistake in the user's config; the message says where and what to do."""
 
 
-# "s3:/bucket/x" (a slash missing) would quietly become the local folder ./s3:/bucket/x.
-# One letter before the colon is a Windows drive (C:/runs), not a scheme.
-_URL_MISSING_SLASH = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/?(?!/)(.*)", re.DOTALL)
-_STORE_SCHEMES = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "hdfs", "http", "https",
-                  "file", "memory"}
 
 
 class RayConfig(Section):
@@ -108,38 +102,26 @@ class ExperimentConfig(Section):
     @field_validator("workdir", "store")
     @classmethod
     def _workdir_is_a_path_or_a_url(cls, value: str | None) -> str | None:
-        looks_like_url = value is not None and _URL_MISSING_SLASH.fullmatch(value)
-        if looks_like_url and "://" not in value:
-            scheme, rest = looks_like_url.groups()
-            if value[len(scheme) + 1:].startswith("/") or scheme.lower() in _STORE_SCHEMES:
-                raise ValueError(f"a slash missing? write {scheme}://{rest.lstrip('/')} for the object "
-                                 f"store, or ./{value} for a local folder of that name")
-        if value is not None and "://" in value:
-            scheme, _, rest = value.partition("://")
-            if not scheme.isidentifier() or not rest.strip("/"):
-                raise ValueError(f"'{value}' is neither a path nor an object-store URL such as "
-                                 f"s3://bucket/prefix")
-            return value.rstrip("/")
-        return value
+        return None if value is None else check_location(value)
 
     @property
     def workdir_url(self) -> str | None:
         """The workdir's object-store URL (s3://bucket/prefix), or None for a path."""
-        return self.workdir if self.workdir and "://" in self.workdir else None
+        return self.workdir if is_url(self.workdir) else None
 
     @property
     def store_url(self) -> str | None:
         """The stage store's object-store URL, or None when it is a path."""
         if self.store:
-            return self.store if "://" in self.store else None
+            return self.store if is_url(self.store) else None
         return self.workdir_url
 
     @property
     def resolved_workdir(self) -> Path:
         """The workdir as a local folder; for an object-store workdir, this machine's
-        staging mirror of it (stages.mirror.mirror_dir)."""
+        mirror of it (storage.mirror.mirror_dir)."""
         if self.workdir_url:
-            from stages.mirror import mirror_dir
+            from storage.mirror import mirror_dir
 
             return mirror_dir(self.workdir_url)
         return Path(self.workdir or Path("runs") / self.name).resolve()
@@ -148,7 +130,7 @@ class ExperimentConfig(Section):
     def resolved_store(self) -> Path:
         """The stage store as a local folder (the mirror, for an object store)."""
         if self.store_url:
-            from stages.mirror import mirror_dir
+            from storage.mirror import mirror_dir
 
             return mirror_dir(self.store_url)
         return Path(self.store).resolve() if self.store else self.resolved_workdir

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.tracking import MetricsLog
+from storage.node_transfer.driver import NodeTransfer
 
 
 @dataclass
@@ -28,6 +29,8 @@ class StageContext:
                  stages (its StageSpec.input_files), as they joined the fingerprint
     output_url:  the object-store URL output_dir is uploaded to, None for a local store;
                  Ray Train checkpoints go there directly (they must outlive this machine)
+    node_transfer: an object-store run's way for tasks and workers on other nodes to
+                 fetch and upload their files (storage.node_transfer); None for a local store
     """
 
     name: str
@@ -39,6 +42,7 @@ class StageContext:
     fingerprint: str = ""
     input_digests: dict[str, str] = field(default_factory=dict)
     output_url: str | None = None
+    node_transfer: NodeTransfer | None = None
 
     @property
     def metrics_log(self) -> MetricsLog:

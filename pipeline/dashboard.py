@@ -34,6 +34,7 @@ from pipeline.run_discovery import bucket_sweep_points, is_run_dir
 from pipeline.run_source import load_run_source
 from pipeline.runs_report import ScalingCache
 from stages.report.run_table_render import run_table_html, run_table_markdown, table_json
+from storage.urls import is_url
 
 LIVE_REFRESH_S = 10      # while a stage is unfinished
 FINISHED_REFRESH_S = 60  # still asked: a finished run may be re-run with --force
@@ -69,10 +70,10 @@ RUN_PAGE_SCRIPT = """<script>
 class Dashboard:
     def __init__(self, run_dirs: list[str | Path], *, live_refresh_s: int = LIVE_REFRESH_S,
                  poll_seconds: float = POLL_S):
-        self.run_dirs = [d if "://" in str(d) else Path(d) for d in run_dirs]
+        self.run_dirs = [d if is_url(d) else Path(d) for d in run_dirs]
         # One folder that is not a run itself: every run under it, in one table.
         self.root = self.run_dirs[0] if is_root(self.run_dirs) else None
-        self.bucket_sweep = (len(self.run_dirs) == 1 and "://" in str(self.run_dirs[0])
+        self.bucket_sweep = (len(self.run_dirs) == 1 and is_url(self.run_dirs[0])
                              and bucket_sweep_points(str(self.run_dirs[0])) is not None)
         if self.bucket_sweep:
             self.root = str(self.run_dirs[0])
@@ -149,7 +150,7 @@ class Dashboard:
 def is_root(paths: list[str | Path]) -> bool:
     """One local folder that is not a run: every run under it. It may hold none yet, or
     not exist yet while its parent does (a sweep started after its dashboard)."""
-    if len(paths) != 1 or "://" in str(paths[0]):
+    if len(paths) != 1 or is_url(paths[0]):
         return False
     path = Path(paths[0])
     return (path.is_dir() and not is_run_dir(path)) or (not path.exists() and path.parent.is_dir())

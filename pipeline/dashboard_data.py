@@ -27,6 +27,7 @@ from stages.report.run_series import RunSeries, samples_per_step
 from stages.report.run_table import pretrain_config
 from stages.report.scores import finetune_scores, glue_average, group_by_task, score_contexts
 from stages.report.sources import RunSource
+from storage.urls import is_url
 
 EMPTY_ROOT_NOTE = "no run under {root} yet; this page shows each one as it starts"
 
@@ -45,7 +46,7 @@ class RunsData:
     def table(self) -> dict[str, Any]:
         """The table as the page reads it: no series, shared config values once, a tag."""
         run_dirs = self.root_runs()
-        if run_dirs is None and "://" not in str(self.root):
+        if run_dirs is None and not is_url(self.root):
             try:
                 run_dirs = [str(d) for d in find_run_dirs(self.root)]
             except ConfigError:  # an empty sweep root, or one not made yet: wait for runs

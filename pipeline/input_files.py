@@ -24,7 +24,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from stages.file_digest import sha256_file
+from storage.digest import sha256_file
+from storage.urls import is_url
 
 MISSING = "missing"
 REMOTE = "remote"
@@ -54,7 +55,7 @@ class InputHasher:
         out: dict[str, str] = {}
         to_hash: list[tuple[str, str, int, int]] = []  # (name, absolute path, size, mtime_ns)
         for name, location in files.items():
-            if "://" in location:
+            if is_url(location):
                 out[name] = REMOTE
                 continue
             path = os.path.abspath(os.path.expanduser(location))

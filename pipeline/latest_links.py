@@ -67,7 +67,7 @@ def can_symlink(directory: Path) -> bool:
 
 
 def _write_objects(cfg, names: dict) -> None:
-    from pipeline.remote_store import open_store
+    from storage.artifact_store import open_store
 
     remote = open_store(cfg.workdir_url, cfg.resolved_workdir)
     store_url = (cfg.store_url or cfg.workdir_url).rstrip("/")

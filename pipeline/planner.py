@@ -13,10 +13,10 @@ from typing import Literal
 
 from pipeline.config import ConfigError, ExperimentConfig
 from pipeline.fingerprint import compute_all
-from pipeline.graph import BY_NAME, STAGE_NAMES, STAGES, downstream_of
-from pipeline.stage_lock import describe_holder
-from pipeline.remote_store import open_store
-from pipeline.store import ArtifactStore, Damage, describe_damage
+from pipeline.graph import BY_NAME, STAGES, STAGE_NAMES, downstream_of
+from storage.artifact_store import ArtifactStore, open_store
+from storage.local_store import Damage, describe_damage
+from storage.writer_lock import describe_holder
 
 Action = Literal["cached", "run", "missing"]
 

@@ -71,7 +71,8 @@ def is_runs_root(paths: list[str | Path]) -> bool:
 def bucket_sweep_points(url: str) -> list[str] | None:
     """The workdir URLs of the points of the sweep rooted at `url` (s3://...), as its
     sweep.json names them; None when `url` holds no sweep.json."""
-    from pipeline.object_store import filesystem, join, read_json
+    from storage.object_keys import filesystem, read_json
+    from storage.urls import join
 
     fs, path = filesystem(url)
     index = read_json(fs, join(path, SWEEP_INDEX))

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pipeline.config import ConfigError
 from pipeline.runner import load_run_index, run_store
+from storage.urls import is_url
 
 MODEL_STAGES = ("pretrain", "finetune")  # the stages whose outputs hold models
 TASK_METRICS = "metrics.json"  # a fine-tuning task's last file: its presence marks it finished
@@ -152,11 +153,11 @@ def format_outputs(run_dir: str | Path) -> list[str]:
         return []
     width = max(len(what) for what, _ in outputs)
     lines = ["outputs:"] + [f"  {what:<{width}}  {where}" for what, where in outputs]
-    if "://" not in str(run_dir) and (Path(run_dir) / "latest").is_dir():
+    if not is_url(run_dir) and (Path(run_dir) / "latest").is_dir():
         lines.append(f"  {'latest':<{width}}  {_shown(Path(run_dir) / 'latest')}/<stage>: each stage's folder "
                      "of this run")
     model = dict(outputs).get("model")
-    if model is not None and "://" not in model:
+    if model is not None and not is_url(model):
         family = _family(Path(model))
         if family in GENERATE_EXAMPLES:
             lines.append(f"try it: pretrain generate {run_dir} {GENERATE_EXAMPLES[family]}")

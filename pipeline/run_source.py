@@ -9,10 +9,10 @@ from pathlib import Path
 from pipeline.config import ConfigError
 from pipeline.graph import STAGE_NAMES
 from pipeline.runner import load_run_index, run_store
-from pipeline.remote_store import open_store
-from pipeline.store import ArtifactStore
 from pipeline.yaml_lines import parse_yaml
 from stages.report.sources import RunSource, StageRecord
+from storage.artifact_store import ArtifactStore, open_store
+from storage.urls import is_url
 
 
 SMALL_FILE_BYTES = 16 << 20  # what a report reads of an object-store run: metrics, plots, HTML
@@ -22,7 +22,7 @@ def load_run_source(run_dir: str | Path) -> RunSource:
     """Raises ConfigError (exit 2 in the CLI) when `run_dir` is not a run directory.
     An object-store run (s3://...) is read through this machine's mirror of it: its
     index, config and each finished stage's small files are downloaded first."""
-    if "://" in str(run_dir):
+    if is_url(run_dir):
         index = load_run_index(str(run_dir))
         store = run_store(str(run_dir), index)
         mirror = open_store(str(run_dir)).workdir

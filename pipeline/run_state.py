@@ -154,7 +154,7 @@ def last_run_note(cfg) -> str:
     workdir; "" when there is none (an object-store workdir is not read: that would fill
     this machine's mirror, and a plan writes nothing)."""
     from pipeline.config import ConfigError
-    from pipeline.store import RUN_INDEX
+    from storage.local_store import RUN_INDEX
 
     if cfg.workdir_url or not (cfg.resolved_workdir / RUN_INDEX).is_file():
         return ""

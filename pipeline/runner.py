@@ -25,12 +25,12 @@ from pipeline.graph import BY_NAME
 from pipeline.latest_links import write_latest_links
 from pipeline.planner import Decision, Selection, plan
 from pipeline.ray_session import RaySession
-from pipeline.remote_store import open_store
-from pipeline.store import FAILURE, RUN_INDEX, ArtifactStore, inventory, remove_temporaries, write_json_atomic
 from pipeline.version import code_commit
-from stages.ray_tasks import staged_through_bucket
-from stages.staging.node_staging import NodeStaging
 from pipeline.wandb_stage_log import log_stage
+from storage.artifact_store import ArtifactStore, open_store
+from storage.local_store import FAILURE, RUN_INDEX, LocalArtifactStore, inventory, remove_temporaries, write_json_atomic
+from storage.node_transfer.driver import NodeTransfer
+from storage.urls import is_url
 
 LIBRARIES = ("torch", "ray", "deepspeed", "pyarrow", "tokenizers", "datasets", "wandb", "pydantic")
 
@@ -60,7 +60,7 @@ def run_pipeline(cfg: ExperimentConfig, selection: Selection = Selection(), *,
     """Run what `plan` selects. `load_stage(spec) -> function` and `use_ray=False` let
     engine tests drive plain functions with no Ray. `verify` compares every reused
     output's sha256 with its manifest (sizes are always compared). Each stage runs under
-    its directory's lock (pipeline.stage_lock): a stage another driver is writing is
+    its directory's lock (storage.stage_lock): a stage another driver is writing is
     refused, or with `wait_lock` waited for and then reused if that driver finished it.
     `sweep` names the sweep this run is a point of (recorded in pipeline.json)."""
     if cfg.sweep is not None:
@@ -129,21 +129,20 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
                                 # Without Ray (engine tests), nothing runs elsewhere.
                                 leave=BY_NAME[name].bulk_files if use_ray else ())
               for name in spec.inputs}
+    input_manifests = {name: store.manifest(name, fingerprints[name][0]) for name in spec.inputs}
+    # On an object store, tasks and workers on other nodes fetch and upload their own
+    # files (storage.node_transfer.driver); the commit then skips what they uploaded.
+    node_transfer = _node_transfer(store, output_dir, input_manifests, fingerprints, spec)
+    if node_transfer is not None and spec.resumes and not decision.forced:
+        node_transfer.restore_remote()  # what an earlier attempt's tasks elsewhere finished
     ctx = StageContext(
         name=spec.name, config=getattr(cfg, spec.name), experiment=cfg, output_dir=output_dir,
-        inputs=inputs, output_url=store.stage_url(spec.name, fp),
-        input_manifests={name: store.manifest(name, fingerprints[name][0]) for name in spec.inputs},
-        fingerprint=fp, input_digests=dict(identity.get("data", {})),
+        inputs=inputs, output_url=store.stage_url(spec.name, fp), input_manifests=input_manifests,
+        fingerprint=fp, input_digests=dict(identity.get("data", {})), node_transfer=node_transfer,
     )
-    # On an object store, tasks and workers on other nodes fetch and upload their own
-    # files (stages.staging.node_staging); the commit then skips what they uploaded.
-    staging = _node_staging(store, output_dir, ctx.input_manifests, fingerprints, spec)
-    if staging is not None and spec.resumes and not decision.forced:
-        staging.restore_remote()  # what an earlier attempt's tasks elsewhere finished
     start = time.time()
     try:
-        with staged_through_bucket(staging):
-            metrics = stage_function(ctx) or {}
+        metrics = stage_function(ctx) or {}
     except Exception as error:  # recorded for `status`; never a manifest
         if _raised_by_an_interrupt(error):
             # Ctrl-C or SIGTERM landed in code that wraps what it raises: Python 3.11
@@ -159,8 +158,8 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
         remove_temporaries(output_dir, spec.scratch_dirs)
         files = inventory(output_dir, spec.scratch_dirs)
         elsewhere: frozenset[str] = frozenset()
-        if staging is not None:
-            files, elsewhere = with_remote_files(files, staging.remote_files(), spec.scratch_dirs)
+        if node_transfer is not None:
+            files, elsewhere = with_remote_files(files, node_transfer.remote_files(), spec.scratch_dirs)
     except OSError as error:  # e.g. a file the stage wrote vanished or cannot be read
         _record_failure(store, spec.name, fp, error)
         raise StageFailed(spec.name, error, "listing its outputs") from error
@@ -176,11 +175,11 @@ def _run_stage(cfg: ExperimentConfig, store: ArtifactStore, decision: Decision,
     if lock is not None:
         lock.check_held()  # an object-store lease taken over meanwhile: never commit
     try:
-        if staging is None:
+        if node_transfer is None:
             store.write_manifest(spec.name, fp, manifest)
         else:
-            store.write_manifest(spec.name, fp, manifest, in_bucket=staging.in_bucket(),
-                                 elsewhere=elsewhere, removed=staging.dropped_files())
+            store.write_manifest(spec.name, fp, manifest, in_bucket=node_transfer.in_bucket(),
+                                 elsewhere=elsewhere, removed=node_transfer.dropped_files())
     except OSError as error:  # a full disk: the manifest is written atomically, so none is there
         _record_failure(store, spec.name, fp, error)
         raise StageFailed(spec.name, error, "writing its manifest") from error
@@ -215,14 +214,14 @@ def _record_failure(store: ArtifactStore, stage: str, fingerprint: str, error: B
               file=sys.stderr)
 
 
-def _node_staging(store, output_dir: Path, input_manifests: dict, fingerprints: dict,
-                  spec) -> NodeStaging | None:
+def _node_transfer(store, output_dir: Path, input_manifests: dict, fingerprints: dict,
+                  spec) -> NodeTransfer | None:
     if store.url is None:
         return None
     entries = {f"{name}/{fingerprints[name][0]}/{entry['path']}": entry
                for name in spec.inputs for entry in (input_manifests.get(name) or {}).get("files", [])
                if entry.get("sha256")}
-    return NodeStaging(store.url, store.workdir, output_dir,
+    return NodeTransfer(store.url, store.workdir, output_dir,
                        known={rel: entry["sha256"] for rel, entry in entries.items()},
                        known_sizes={rel: entry["bytes"] for rel, entry in entries.items()},
                        bulk=spec.bulk_files)
@@ -312,7 +311,7 @@ def _summary(metrics: dict, limit: int = 4) -> str:
 def load_run_index(run_dir: Path | str) -> dict:
     import json
 
-    if "://" in str(run_dir):
+    if is_url(run_dir):
         return _load_remote_run_index(str(run_dir))
     path = Path(run_dir) / RUN_INDEX
     if not path.is_file():
@@ -345,6 +344,6 @@ def run_store(run_dir: Path | str, index: dict | None = None) -> ArtifactStore:
     index = index if index is not None else load_run_index(run_dir)
     if index.get("store_url"):
         return open_store(index["store_url"])
-    if "://" in str(run_dir):
+    if is_url(run_dir):
         return open_store(str(run_dir))
-    return ArtifactStore((Path(run_dir) / index.get("store", ".")).resolve())
+    return LocalArtifactStore((Path(run_dir) / index.get("store", ".")).resolve())

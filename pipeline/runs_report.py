@@ -23,6 +23,7 @@ from pipeline.runner import load_run_index, run_store
 from stages.report.run_table import build_run_table
 from stages.report.run_table_render import run_table_html, run_table_markdown, scaling_parts
 from stages.report.sources import RunSource
+from storage.urls import is_url
 
 HTML_FILE = "sweep.html"
 MARKDOWN_FILE = "sweep.md"
@@ -55,7 +56,7 @@ def runs_table(root: str | Path, *, scaling: Callable[[list[RunSource]], tuple[s
                run_dirs: list[str] | None = None, **options: Any) -> tuple[dict[str, Any], str]:
     """(the table with its "scaling_html", the scaling section as Markdown); `scaling`
     draws that section (the dashboard passes a ScalingCache); `options` go to build_run_table."""
-    local_root = None if "://" in str(root) else Path(root)  # an object-store sweep: its URL
+    local_root = None if is_url(root) else Path(root)  # an object-store sweep: its URL
     sources, states, problems = load_runs(local_root, run_dirs)
     table = build_run_table(sources, root=local_root, states=states, problems=problems, **options)
     if local_root is None:
@@ -84,9 +85,9 @@ class ScalingCache:
 def _show_urls(table: dict[str, Any], run_dirs: list[str]) -> None:
     """An object-store run is read through this machine's mirror of it: show its URL,
     not the mirror, in the directory column."""
-    from stages.mirror import mirror_dir
+    from storage.mirror import mirror_dir
 
-    urls = {str(mirror_dir(str(location))): str(location) for location in run_dirs if "://" in str(location)}
+    urls = {str(mirror_dir(str(location))): str(location) for location in run_dirs if is_url(location)}
     for row in table["rows"]:
         if row["run_dir"] in urls:
             row["values"]["directory"] = urls[row["run_dir"]]

@@ -14,9 +14,10 @@ from pipeline.graph import BY_NAME, STAGE_NAMES
 from pipeline.run_state import (DONE, FAILED, INTERRUPTED, NEVER_RUN, RUNNING, RunState, classify_stage,
                                 combine, selected_stages)
 from pipeline.runner import load_run_index, run_store
-from pipeline.stage_lock import describe_holder
-from pipeline.store import RUN_INDEX, describe_damage, read_json_object
 from stages.report.numbers import format_duration
+from storage.local_store import RUN_INDEX, describe_damage, read_json_object
+from storage.urls import is_url
+from storage.writer_lock import describe_holder
 
 SCORE = re.compile(r"/(accuracy|f1|matthews(_corrcoef)?|pearson|spearman|exact_match|em)$")
 HEADLINE_METRICS = 3  # per stage, in the narrow table
@@ -180,7 +181,7 @@ def render(run_dir: Path | str, *, width: int | None = None, wide: bool = False)
     folder of runs, one line per run. `width`: cut every line to it (None: no limit)."""
     from pipeline.run_discovery import is_runs_root
 
-    if "://" not in str(run_dir) and is_runs_root([run_dir]):
+    if not is_url(run_dir) and is_runs_root([run_dir]):
         return render_runs(Path(run_dir), width=width, wide=wide)
     state, rows = read_status(run_dir)
     first = cut(f"{_name(run_dir)}: {state.describe()}, {format_duration(state.wall_seconds())}", width or 10**9)
@@ -200,7 +201,7 @@ def status_json(run_dir: Path | str) -> dict:
     """Everything `render` shows, and every metric of every stage."""
     from pipeline.run_discovery import is_runs_root
 
-    if "://" not in str(run_dir) and is_runs_root([run_dir]):
+    if not is_url(run_dir) and is_runs_root([run_dir]):
         return {"root": str(run_dir), "runs": [_run_json(path, state) for path, state in runs_under(Path(run_dir))]}
     state, rows = read_status(run_dir)
     return {"run_dir": str(run_dir), **state.as_json(), "describe": state.describe(),

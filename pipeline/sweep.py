@@ -39,7 +39,7 @@ from typing import Any
 
 
 from pipeline.config import ConfigError, ExperimentConfig, load_config, parse_override
-from pipeline.object_store import join
+from storage.urls import join
 from pipeline.sweep_config import RESERVED_KEYS, SweepConfig
 from stages.section import flatten
 
@@ -88,7 +88,7 @@ class Sweep:
         mirror to the same names under an object-store root. A folder root needs nothing."""
         if not self.root_url:
             return
-        from pipeline.object_store import put_files
+        from storage.object_keys import put_files
 
         put_files(self.root_url, self.root, names)
 
@@ -97,7 +97,7 @@ class Sweep:
         resumed on another machine keeps its points' states and appends to their logs)."""
         if not self.root_url:
             return
-        from pipeline.object_store import get_missing_files
+        from storage.object_keys import get_missing_files
 
         get_missing_files(self.root_url, self.root, names)
 

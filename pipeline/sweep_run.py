@@ -43,7 +43,7 @@ from pipeline.graph import STAGE_NAMES, STAGES
 from pipeline.input_files import InputHasher
 from pipeline.interrupts import interrupted_exit_code, sigterm_as_ctrl_c
 from pipeline.planner import Decision, Selection, plan
-from pipeline.store import read_json_object, write_json_atomic
+from storage.local_store import read_json_object, write_json_atomic
 from pipeline.sweep import SWEEP_INDEX, Sweep, SweepPoint
 from pipeline.sweep_children import POINT_LOG, SHARED_LOG, PointRunner
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from stages.tracking import MetricsLog
+from storage.node_transfer.driver import NodeTransfer
 
 
 @runtime_checkable
@@ -30,6 +31,9 @@ class StageContext(Protocol):
     output_url:  the object-store URL output_dir is uploaded to (None: a local store);
                  what must outlive this machine (Ray Train checkpoints) goes there directly
     metrics_log: the stage's metrics.jsonl in output_dir
+    node_transfer: an object-store run's storage.node_transfer.driver.NodeTransfer (None
+                 for a local store); the stage hands it to stages.ray_tasks' map_tasks,
+                 map_where_files_are, forget_files, bring_to_driver and to Ray Train's fit
     """
 
     @property
@@ -58,3 +62,6 @@ class StageContext(Protocol):
 
     @property
     def metrics_log(self) -> MetricsLog: ...
+
+    @property
+    def node_transfer(self) -> NodeTransfer | None: ...

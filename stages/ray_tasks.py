@@ -19,11 +19,10 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from stages.staging.node_staging import NodeStaging
-from stages.staging.staged_call import run_staged
+from storage.node_transfer.driver import NodeTransfer
+from storage.node_transfer.task_call import run_task_call
 
 _force_in_process = False
-_staging: NodeStaging | None = None
 
 # Every Ray task the pipeline starts: Ray itself retries nothing. A task that raised is
 # an application error and would raise again; and with max_retries above 0, Ray retries a
@@ -58,73 +57,61 @@ def run_in_process() -> Iterator[None]:
         _force_in_process = previous
 
 
-@contextlib.contextmanager
-def staged_through_bucket(staging: NodeStaging | None) -> Iterator[None]:
-    """Inside this block, tasks (`map_tasks`, stages.ingest.ray_data_map) and Ray Train
-    workers (stages.training.launch) run on any node, their files going through the
-    bucket (stages.staging.node_staging). The engine opens it around each stage of an
-    object-store run; None leaves everything as it is."""
-    global _staging
-    previous, _staging = _staging, staging or _staging
-    try:
-        yield
-    finally:
-        _staging = previous
+def transfer_for_tasks(transfer: NodeTransfer | None) -> NodeTransfer | None:
+    """The stage's node transfer (StageContext.node_transfer: an object-store run's) when
+    its tasks and Ray Train workers run on any node, i.e. when Ray is up."""
+    return transfer if ray_is_up() else None
 
 
-def active_staging() -> NodeStaging | None:
-    """The running stage's staging when Ray is up and the workdir is an object store."""
-    return _staging if ray_is_up() else None
-
-
-def map_staged(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
-               num_cpus: float = 1) -> list[Any]:
+def map_where_files_are(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
+                        num_cpus: float = 1, transfer: NodeTransfer | None = None) -> list[Any]:
     """[function(item) for item in items] where the files are: as Ray tasks in an
     object-store run (a task on any node fetches what its item names from the bucket, so
     the driver never holds the stage's bulk files), in this process otherwise (the files
     are right here, and a task would only cost a worker's start)."""
-    if active_staging() is not None:
-        return map_tasks(function, items, desc=desc, num_cpus=num_cpus)
+    if transfer_for_tasks(transfer) is not None:
+        return map_tasks(function, items, desc=desc, num_cpus=num_cpus, transfer=transfer)
     # Not through run_in_process: its flag is global, and fine-tuning calls this from
     # several threads at once (one flag restored out of order stayed set for the session).
-    return _in_this_process(function, items, desc)
+    return _in_this_process(function, items, desc, transfer)
 
 
-def forget_files(path: Any) -> None:
-    """Tell an object-store run's staging that the stage removed `path` (a folder of
+def forget_files(path: Any, transfer: NodeTransfer | None) -> None:
+    """Tell an object-store run's node transfer that the stage removed `path` (a folder of
     scratch files): what tasks elsewhere wrote under it, which only the bucket holds, is
     not an output, and the commit deletes it there. Nothing to do otherwise."""
-    if _staging is not None:
-        _staging.forget(path)
+    if transfer is not None:
+        transfer.forget(path)
 
 
-def bring_to_driver(path: Any) -> None:
+def bring_to_driver(path: Any, transfer: NodeTransfer | None) -> None:
     """Fetch into the driver's mirror the files at or under `path` that only the bucket
     holds (an input's bulk files), for code that must read a few of them in the driver
     (the first validation rows). Nothing to do outside an object-store run."""
-    if _staging is not None:
-        _staging.bring_here(path)
+    if transfer is not None:
+        transfer.bring_here(path)
 
 
 def map_tasks(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
-              num_cpus: float = 1, num_gpus: float = 0) -> list[Any]:
+              num_cpus: float = 1, num_gpus: float = 0, transfer: NodeTransfer | None = None) -> list[Any]:
     """[function(item) for item in items], one Ray task per item when Ray is up.
 
     `function` must be a module-level function (Ray pickles it by reference) and each
     item must pickle; pass paths, not big objects. `num_cpus` and `num_gpus` are what
-    each task reserves.
+    each task reserves. `transfer`: the stage's StageContext.node_transfer, which an
+    object-store run's tasks on other nodes fetch and upload their files through.
     """
     if not ray_is_up():
-        return _in_this_process(function, items, desc)
+        return _in_this_process(function, items, desc, transfer)
 
     import ray
 
-    staging = active_staging()
-    if staging is None:
+    transfer = transfer_for_tasks(transfer)
+    if transfer is None:
         remote, arguments = ray.remote(function), [(item,) for item in items]
     else:
-        call = ray.put(staging.dispatch(function, list(items)))  # sent once, not per task
-        remote, arguments = ray.remote(run_staged), [(call, item) for item in items]
+        call = ray.put(transfer.dispatch(function, list(items)))  # sent once, not per task
+        remote, arguments = ray.remote(run_task_call), [(call, item) for item in items]
     remote = remote.options(num_cpus=num_cpus, num_gpus=num_gpus, **TASK_OPTIONS)
     name = getattr(function, "__qualname__", repr(function))
     errors = ray.exceptions
@@ -161,12 +148,13 @@ def map_tasks(function: Callable[..., Any], items: Sequence[Any], *, desc: str,
         _cancel(ray, pending)
         raise
     results = ray.get(refs)
-    return results if staging is None else [staging.collect(result) for result in results]
+    return results if transfer is None else [transfer.collect(result) for result in results]
 
 
-def _in_this_process(function: Callable[..., Any], items: Sequence[Any], desc: str) -> list[Any]:
-    if _staging is not None:  # an object-store run's bulk inputs, in this process's mirror
-        _staging.bring_items_here(list(items))
+def _in_this_process(function: Callable[..., Any], items: Sequence[Any], desc: str,
+                     transfer: NodeTransfer | None) -> list[Any]:
+    if transfer is not None:  # an object-store run's bulk inputs, in this process's mirror
+        transfer.bring_items_here(list(items))
     return [function(item) for item in tqdm(items, desc=desc, unit="task", disable=None)]
 
 

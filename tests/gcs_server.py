@@ -8,7 +8,7 @@
 STORAGE_EMULATOR_HOST is what a user sets for any GCS emulator, so the project's code finds
 the server the way it would find theirs; subprocesses (the `pretrain` CLI) inherit it.
 GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false is set too, for code that opens gs:// through
-fsspec directly rather than pipeline.object_store.filesystem: gcsfs's default class asks
+fsspec directly rather than storage.object_keys.filesystem: gcsfs's default class asks
 a gRPC API for each bucket's type, which the emulator does not serve (a 30-60 s wait per
 call). gcsfs reads it at import, so it reaches subprocesses, and this process only if
 gcsfs was not imported yet.
@@ -62,7 +62,7 @@ def gcs_server() -> Iterator[str]:
 
 def make_gcs_bucket(name: str) -> str:
     """Create a bucket on the emulator the environment points at; returns gs://name."""
-    from pipeline.object_store import filesystem
+    from storage.object_keys import filesystem
 
     fs, _ = filesystem(f"gs://{name}")
     fs.mkdir(name)
@@ -97,4 +97,4 @@ def _forget_cached_clients() -> None:
     import gcsfs.core
 
     gcsfs.GCSFileSystem.clear_instance_cache()  # the class fsspec opens gs:// with
-    gcsfs.core.GCSFileSystem.clear_instance_cache()  # pipeline.object_store's, for an emulator
+    gcsfs.core.GCSFileSystem.clear_instance_cache()  # storage.object_keys's, for an emulator

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from pipeline.stage_lock import StageLocked
+from storage.writer_lock import StageLocked
 
 
 def race(contenders: list) -> list[object]:

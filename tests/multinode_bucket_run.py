@@ -14,7 +14,7 @@ fetch their inputs from the bucket and upload what they write.
 
 Checked: every stage of the gpt-tiny pipeline commits, report included; B and C both did
 work, every stage but the report ran on them, and pretrain and finetune each had a worker
-on both (their work logs, stages.staging.transfer.log_work), so their gloo groups spanned
+on both (their work logs, storage.node_transfer.transfer.log_work), so their gloo groups spanned
 two nodes; the driver's mirror never held a document shard, a
 dataset shard, weights or a checkpoint, and never more than DRIVER_QUOTA bytes (a
 watcher lists it every 50 ms while the run goes on); ingest, tokenizer, dataset and
@@ -63,7 +63,7 @@ def manifest_files(manifest: dict, *, skip: tuple[str, ...] = ()) -> dict[str, t
 
 def staged_on_node(mirror: Path) -> dict[str, int]:
     """Per stage, how many tasks or workers ran on the node (its own work log)."""
-    from stages.staging.transfer import RECORDS
+    from storage.node_transfer.transfer import RECORDS
 
     counts: dict[str, int] = {}
     for log in (mirror.glob(f"*/{RECORDS}/work.jsonl") if mirror.is_dir() else []):
@@ -98,9 +98,9 @@ class MirrorWatcher(threading.Thread):
 def main(workdir: Path) -> None:
     from ray.cluster_utils import Cluster
 
-    from pipeline.remote_store import open_store
+    from storage.artifact_store import open_store
     from pipeline.runner import load_run_index
-    from pipeline.store import ArtifactStore
+    from storage.local_store import LocalArtifactStore
     from tests.s3_server import make_bucket, s3_server
 
     driver_mirror = workdir / "driver-mirror"
@@ -133,7 +133,7 @@ def main(workdir: Path) -> None:
 
         index = load_run_index(url)
         bucket = open_store(url)
-        reference = ArtifactStore(local)
+        reference = LocalArtifactStore(local)
         for stage in BUCKET_STAGES:
             fingerprint = index["stages"][stage]
             manifest = bucket.manifest(stage, fingerprint)

@@ -3,7 +3,7 @@ different shapes (binary, nested, empty), committed through the store under test
 
 from __future__ import annotations
 
-from pipeline.store import inventory
+from storage.local_store import inventory
 
 FILES = {"shard-0.bin": bytes(range(256)) * 40, "nested/part/metrics.jsonl": b'{"step": 1}\n',
          "empty.txt": b""}

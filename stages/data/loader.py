@@ -36,13 +36,14 @@ import torch
 from stages.data.batches import build_batch_builder
 from stages.data.packed import (
     REBUILD_HINT,
+    INDEX_FILE,
     DamagedShardError,
     column_arrays,
     open_shard,
     read_batches,
     read_index,
 )
-from stages.data.remote_cache import local_dataset_dir
+from storage.dataset_cache import local_dataset_dir
 from stages.data.token_range import check_token_ids, should_check
 
 
@@ -66,7 +67,7 @@ class ExampleLoader:
             raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size} must be at least 1")
-        local_dir = local_dataset_dir(dataset_dir, split, cache_dir)
+        local_dir = local_dataset_dir(dataset_dir, split, cache_dir, index_file=INDEX_FILE)
         self.index = read_index(local_dir)
         if split not in self.index["splits"]:
             raise ValueError(f"split {split!r} is not in {dataset_dir}; it has "

@@ -25,7 +25,7 @@ import numpy as np
 
 from stages.data.loader import ExampleLoader
 from stages.data.packed import INDEX_FILE, DamagedShardError, read_index
-from stages.data.remote_cache import is_url
+from storage.urls import is_url
 
 
 def mixture_schedule(weights: list[float], num_batches: int, start: int = 0) -> np.ndarray:

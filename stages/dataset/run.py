@@ -50,7 +50,7 @@ from stages.dataset.objectives import ObjectiveSpec, span_lengths
 from stages.dataset.packing import PackJob, pack_shard, remove_partial_files
 from stages.dataset.stats import StatsJob, split_stats_of
 from stages.ingest.sharding import document_shards
-from stages.ray_tasks import map_staged, map_tasks
+from stages.ray_tasks import map_tasks, map_where_files_are
 from stages.tokenizer.output import TOKENIZER_FILE, TokenIds, resolve_token_ids
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def run(ctx: StageContext) -> dict:
                  for k, (i, shard) in enumerate(target.shards)]
 
     start = time.perf_counter()
-    packed = map_tasks(pack_shard, jobs, desc="dataset: tokenize and pack")
+    packed = map_tasks(pack_shard, jobs, desc="dataset: tokenize and pack", transfer=ctx.node_transfer)
     seconds = time.perf_counter() - start
 
     per_target, done = [], 0
@@ -105,7 +105,7 @@ def run(ctx: StageContext) -> dict:
             raise ValueError(
                 f"the train split{part} is empty: the corpus has fewer than seq_len={config.seq_len} "
                 f"tokens per ingest shard; lower dataset.seq_len or ingest more text")
-    all_stats = _targets_stats(targets, config, ids)
+    all_stats = _targets_stats(targets, config, ids, ctx.node_transfer)
     indexes, stats = [], []
     for target, results, target_stats in zip(targets, per_target, all_stats, strict=True):
         index = _target_index(target, results, config, ids, dtype, target_stats)
@@ -148,16 +148,16 @@ class _Target:
     name: str | None = None
 
 
-def _targets_stats(targets: list[_Target], config: DatasetConfig, ids: TokenIds) -> list[dict]:
+def _targets_stats(targets: list[_Target], config: DatasetConfig, ids: TokenIds, transfer) -> list[dict]:
     """Per target, per split, its statistics, read back from the finished shards by tasks
-    where the shards are (stages.ray_tasks.map_staged); clm's need no reading."""
+    where the shards are (stages.ray_tasks.map_where_files_are); clm's need no reading."""
     jobs = [StatsJob(target.output_dir, tuple(target.output_dir / shard_path(split, i) for i, _ in target.shards),
                      config.objective, config.seq_len, ids.pad, ids.sentinels)
             for target in targets for split in SPLITS]
     if config.objective == "clm":
         results = [split_stats_of(job) for job in jobs]
     else:
-        results = map_staged(split_stats_of, jobs, desc="dataset: split statistics")
+        results = map_where_files_are(split_stats_of, jobs, desc="dataset: split statistics", transfer=transfer)
     return [dict(zip(SPLITS, results[k * len(SPLITS):(k + 1) * len(SPLITS)], strict=True))
             for k in range(len(targets))]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stages.evaluate.spec import builtin_spec_path, resolve_task_spec
-from stages.file_tree import local_tree
+from storage.file_tree import local_tree
 
 SPEC_PREFIX = "evaluate.tasks"
 

@@ -28,7 +28,7 @@ from stages.evaluate.config import EvaluateConfig
 from stages.evaluate.evaluate_task import TaskPlan, TaskReport, merge_answered, plan_task, run_requests, score_task
 from stages.evaluate.generation_task import write_generation_texts
 from stages.evaluate.spec import TaskSpec, resolve_task_spec
-from stages.ray_tasks import map_staged, map_tasks
+from stages.ray_tasks import map_where_files_are, map_tasks
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def run(ctx) -> dict[str, Any]:
             for rank in range(cfg.num_workers)]
     started = time.perf_counter()
     parts = map_tasks(answer_share, jobs, desc="[evaluate] workers", num_cpus=cfg.cpus_per_worker,
-                      num_gpus=cfg.gpus_per_worker)
+                      num_gpus=cfg.gpus_per_worker, transfer=ctx.node_transfer)
     reports = [score_task(plans[s.task], merge_answered([part[s.task] for part in parts])) for s in settings]
     write_outputs(ctx.output_dir, reports, ctx.metrics_log)
     print(summary_table(reports), flush=True)
@@ -97,9 +97,9 @@ def score_training_snapshots(ctx, specs: dict[str, TaskSpec], settings, data_dir
                      device="cuda" if cfg.gpus_per_worker else "cpu", scored_model=scored_model,
                      recorded_digests=_recorded_digests(ctx.input_manifests.get("pretrain")))
     # Where the snapshots' weights are: a task on a node that fetches them in an
-    # object-store run, this process otherwise (stages.ray_tasks.map_staged).
-    [rows] = map_staged(_score_snapshots_job, [arguments], desc="evaluate: snapshots",
-                        num_cpus=cfg.cpus_per_worker)
+    # object-store run, this process otherwise (stages.ray_tasks.map_where_files_are).
+    [rows] = map_where_files_are(_score_snapshots_job, [arguments], desc="evaluate: snapshots",
+                                 num_cpus=cfg.cpus_per_worker, transfer=ctx.node_transfer)
     (Path(ctx.output_dir) / "snapshots.json").write_text(json.dumps(rows, indent=2, default=float) + "\n",
                                                          encoding="utf-8")
     return len({row["step"] for row in rows})

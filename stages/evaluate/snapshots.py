@@ -24,7 +24,7 @@ from typing import Any
 
 from stages.evaluate.evaluate_task import TaskReport, plan_task, run_requests, score_task
 from stages.evaluate.spec import TaskSpec
-from stages.file_digest import sha256_file
+from storage.digest import sha256_file
 from stages.snapshot_index import INDEX_NAME, SNAPSHOTS_DIR, read_snapshot_index
 
 WEIGHTS_FILE = "model.safetensors"

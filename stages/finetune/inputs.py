@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from stages.file_tree import local_tree
+from storage.file_tree import local_tree
 from stages.finetune.tasks.registry import get_task
 
 INIT_FROM = "finetune.init_from"

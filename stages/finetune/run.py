@@ -53,7 +53,7 @@ from stages.finetune.outputs import OUTPUTS_NAME, is_task_finished, read_task_me
 from stages.finetune.task_cache import reuse_finished_task, task_fingerprint, write_task_fingerprint
 from stages.finetune.task_defaults import config_for_task
 from stages.finetune.tasks import get_task
-from stages.ray_tasks import map_staged
+from stages.ray_tasks import map_where_files_are
 
 RAY_STORAGE_DIR = "ray"  # the engine keeps it out of the manifest (scratch_dirs)
 
@@ -97,7 +97,8 @@ def run(ctx) -> dict[str, Any]:
         request = TaskRequest(spec=get_task(name), cfg=config_for_task(cfg, name), seed=seed, source=source,
                               data_dir=Path(data_dir))
         train_task(request, task_dir=output_dir / name, storage_path=ray_storage_path,
-                   metrics_log=ctx.metrics_log, tracking={**tracking, "task_fingerprint": to_train[name]})
+                   metrics_log=ctx.metrics_log, tracking={**tracking, "task_fingerprint": to_train[name]},
+                   transfer=ctx.node_transfer)
 
     slots = parallel_task_slots(cfg, len(to_train), _cluster_resources() if len(to_train) > 1 else {})
     run_concurrently(train, list(to_train), slots=slots)
@@ -155,9 +156,10 @@ def run_concurrently(train, names: list[str], slots: int) -> None:
 
 
 def train_task(request: TaskRequest, *, task_dir: Path, storage_path: Path | str, metrics_log,
-               tracking: dict[str, Any] | None = None) -> dict[str, Any]:
+               tracking: dict[str, Any] | None = None, transfer=None) -> dict[str, Any]:
     """Prepare, train, predict and write one task (the fixed path of the module
-    docstring); returns what its metrics.json holds."""
+    docstring); returns what its metrics.json holds. `transfer`: the stage's
+    StageContext.node_transfer."""
     from stages.finetune.worker import finetune_worker
     from stages.training.launch import fit
 
@@ -172,11 +174,12 @@ def train_task(request: TaskRequest, *, task_dir: Path, storage_path: Path | str
                              tracking=tracking)
     # Ray Train passes train_loop_config to every worker as a dict: the job is its one entry.
     result = fit(finetune_worker, {"job": job}, num_workers=cfg.num_workers, storage_path=storage_path,
-                 run_name=spec.name, max_failures=cfg.max_failures, use_gpu=cfg.gpus_per_worker > 0)
+                 run_name=spec.name, max_failures=cfg.max_failures, use_gpu=cfg.gpus_per_worker > 0,
+                 transfer=transfer)
 
-    # Reads the task's outputs and weights: where they are (stages.ray_tasks.map_staged).
-    [written] = map_staged(finish_task, [FinishedTask(request, family, prepared, task_dir)],
-                           desc=f"finetune: {spec.name} outputs")
+    # Reads the task's outputs and weights: where they are (stages.ray_tasks.map_where_files_are).
+    [written] = map_where_files_are(finish_task, [FinishedTask(request, family, prepared, task_dir)],
+                                    desc=f"finetune: {spec.name} outputs", transfer=transfer)
     metrics = {
         **written,
         "steps": int(result.metrics.get("step", 0)) if result.metrics else 0,

@@ -48,7 +48,7 @@ class PartitionJob:
     dedup_dir: str  # holds files.json: the staging paths, in corpus order
     near: bool
     # The folder of the staged files and their entries, which the task reads: named so
-    # that a task on another node of an object-store run fetches it (stages.staging).
+    # that a task on another node of an object-store run fetches it (storage.node_transfer).
     staging_dir: str = ""
 
 

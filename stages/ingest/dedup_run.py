@@ -38,9 +38,10 @@ from stages.ray_tasks import map_tasks, ray_is_up
 
 
 def deduplicate(staged: list[StagedFile], staging_paths: list[str], config: IngestConfig,
-                dedup_dir: str, num_partitions: int | None = None) -> list[FileKept]:
+                dedup_dir: str, num_partitions: int | None = None, transfer=None) -> list[FileKept]:
     """Write every staged file's keep mask; per file, its totals. `num_partitions`: by
-    default from the document count and the cluster's CPUs (partition_count)."""
+    default from the document count and the cluster's CPUs (partition_count). `transfer`: the
+    stage's StageContext.node_transfer (stages.ray_tasks.map_tasks)."""
     write_file_list(dedup_dir, staging_paths)
     staging_dir = os.path.dirname(dedup_dir)  # the staged files and their entries, beside it
     if num_partitions is None:
@@ -50,13 +51,13 @@ def deduplicate(staged: list[StagedFile], staging_paths: list[str], config: Inge
     if config.dedup != "none":
         jobs = [PartitionJob(p, num_partitions, dedup_dir, config.dedup == "near", staging_dir)
                 for p in range(num_partitions)]
-        map_tasks(find_duplicates, jobs, desc="ingest: dedup partitions")
+        map_tasks(find_duplicates, jobs, desc="ingest: dedup partitions", transfer=transfer)
     keep_jobs = [KeepJob(i, config.dedup, config.minhash_threshold, num_partitions, dedup_dir,
                          config.minhash_clustering, staging_dir) for i in range(len(staged))]
     if config.dedup == "near" and config.minhash_clustering == "components":
-        map_tasks(write_verified_pairs, keep_jobs, desc="ingest: verified pairs")
-        map_tasks(write_component_drops, [dedup_dir], desc="ingest: near-duplicate components")
-    return map_tasks(build_keep_mask, keep_jobs, desc="ingest: keep masks")
+        map_tasks(write_verified_pairs, keep_jobs, desc="ingest: verified pairs", transfer=transfer)
+        map_tasks(write_component_drops, [dedup_dir], desc="ingest: near-duplicate components", transfer=transfer)
+    return map_tasks(build_keep_mask, keep_jobs, desc="ingest: keep masks", transfer=transfer)
 
 
 def _cluster_cpus() -> int:

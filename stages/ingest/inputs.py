@@ -10,7 +10,7 @@ name and joins the fingerprint by name only.
 
 from __future__ import annotations
 
-from stages.file_tree import local_tree
+from storage.file_tree import local_tree
 from stages.ingest.sources import resolve_sources
 
 

@@ -82,12 +82,12 @@ def _ordered_quiet_ray_data() -> Iterator[None]:
 
 
 def map_in_order(function: Callable[[Any], Any], items: Sequence[Any], *, desc: str,
-                 num_cpus: float = 1) -> list[Any]:
+                 num_cpus: float = 1, transfer=None) -> list[Any]:
     """[function(item) for item in items] as a Ray Data map, one block (one task) per
     item, at most as many at once as the cluster has CPUs / `num_cpus`.
 
     Needs a driver with Ray initialised. `function` must be a module-level function and
-    each item must pickle. If items fail, the first failing one's exception is raised,
+    each item must pickle (`transfer`: as stages.ray_tasks.map_tasks'). If items fail, the first failing one's exception is raised,
     with the worker's traceback as a note.
     """
     if not items:
@@ -97,12 +97,12 @@ def map_in_order(function: Callable[[Any], Any], items: Sequence[Any], *, desc: 
     from ray import cloudpickle
     from ray.data import TaskPoolStrategy
 
-    from stages.ray_tasks import TASK_OPTIONS, active_staging
+    from stages.ray_tasks import TASK_OPTIONS, transfer_for_tasks
 
-    # An object-store run's tasks fetch and upload their files (stages.staging).
-    staging = active_staging()
-    if staging is not None:
-        function = staging.dispatch(function, list(items))
+    # An object-store run's tasks fetch and upload their files (storage.node_transfer).
+    transfer = transfer_for_tasks(transfer)
+    if transfer is not None:
+        function = transfer.dispatch(function, list(items))
     cpus = ray.cluster_resources().get("CPU", 1)
     concurrency = max(1, min(len(items), int(cpus // num_cpus)))
 
@@ -129,7 +129,7 @@ def map_in_order(function: Callable[[Any], Any], items: Sequence[Any], *, desc: 
                     error = outcome.error
                     error.add_note(f"Raised in a Ray Data worker:\n{outcome.remote_traceback}")
                     raise error
-                results.append(outcome if staging is None else staging.collect(outcome))
+                results.append(outcome if transfer is None else transfer.collect(outcome))
         finally:
             if hasattr(rows, "close"):  # stop the execution now, not when collected
                 rows.close()

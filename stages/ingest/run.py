@@ -53,6 +53,7 @@ and shares map_tasks (stages/ray_tasks.py) with the tokenizer and dataset stages
 
 from __future__ import annotations
 
+import functools
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -92,7 +93,9 @@ def run(ctx: StageContext) -> dict:
         shutil.rmtree(stale, ignore_errors=True)
         stale.mkdir(parents=True)
 
-    clean_map = map_in_order if ray_is_up() else map_tasks  # map_tasks: in this process
+    transfer = ctx.node_transfer
+    clean_map = functools.partial(map_in_order if ray_is_up() else map_tasks,  # map_tasks: in this process
+                                  transfer=transfer)
     jobs = clean_jobs(files, config, staging_dir, clean_map)
     staged = clean_map(stage_file, jobs, desc="ingest: clean files")
     # A split file with an unreadable piece is skipped whole (on_error: skip), as unsplit.
@@ -108,16 +111,16 @@ def run(ctx: StageContext) -> dict:
         print(f"[ingest] warning: {warning}", flush=True)
 
     staging_paths = [job.staging_path for job in jobs]
-    kept = deduplicate(staged, staging_paths, config, str(staging_dir / "dedup"))
+    kept = deduplicate(staged, staging_paths, config, str(staging_dir / "dedup"), transfer=transfer)
     # One flag per file stands in for its mask: only "was anything kept" is asked.
     check_some_documents_kept(cleaned, [np.array([k.documents_out > 0]) for k in kept],
                               config.min_chars)
     shard_jobs = plan_kept_shards(staging_paths, [k.documents_out for k in kept],
                                   [k.bytes_out for k in kept], config.num_shards,
                                   str(documents_dir))
-    rows = map_tasks(write_shard, shard_jobs, desc="ingest: write shards")
+    rows = map_tasks(write_shard, shard_jobs, desc="ingest: write shards", transfer=transfer)
     shutil.rmtree(staging_dir)
-    forget_files(staging_dir)  # what tasks elsewhere staged is in the bucket only: gone at the commit
+    forget_files(staging_dir, transfer)  # what tasks elsewhere wrote is in the bucket only: gone at the commit
 
     num_kept = sum(k.documents_out for k in kept)
     assert sum(rows) == num_kept, f"shards hold {sum(rows)} documents, expected {num_kept}"

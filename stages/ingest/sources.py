@@ -25,6 +25,7 @@ import fsspec
 from stages.ingest.clean import decode_line, split_documents
 from stages.ingest.config import SourceConfig
 from stages.ingest.file_pieces import WHOLE_FILE, FilePiece, GutenbergCut
+from storage.urls import is_url
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -241,7 +242,7 @@ def decoded_lines(stream, file: SourceFile, invalid_utf8: str, stats: ReadStats,
 
 def _absolute(path: str, data_dir: Path) -> tuple[str, bool]:
     """(path or URL to list, whether it was relative to data_dir)."""
-    if "://" in path or os.path.isabs(os.path.expanduser(path)):
+    if is_url(path) or os.path.isabs(os.path.expanduser(path)):
         return os.path.expanduser(path), False
     return str(data_dir / path), True
 

@@ -30,6 +30,7 @@ from stages.ingest.sources import GUTENBERG_HEADER_MAX_LINES, SourceFile
 from stages.ingest.split_csv import ERROR, RECORD, splittable_delimiter
 from stages.ingest.split_scan import ANY_LINE, RangeJob, RangeScan, scan_range
 from stages.ingest.staging import CleanJob
+from storage.urls import is_url
 
 Map = Callable[..., list]  # map_in_order or map_tasks
 
@@ -170,7 +171,7 @@ def parquet_pieces(url: str, block: int) -> tuple[FilePiece, ...]:
 
 def _size(url: str) -> int | None:
     try:
-        if "://" not in url:
+        if not is_url(url):
             return os.path.getsize(url)
         fs, path = fsspec.core.url_to_fs(url)
         return fs.size(path)

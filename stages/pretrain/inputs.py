@@ -4,7 +4,7 @@ every file of the pretrain.init_from folder (as finetune.init_from's)."""
 
 from __future__ import annotations
 
-from stages.file_tree import local_tree
+from storage.file_tree import local_tree
 
 DEEPSPEED_CONFIG = "pretrain.deepspeed_config"
 EVAL_TASKS = "pretrain.eval_tasks"

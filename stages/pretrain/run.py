@@ -49,7 +49,7 @@ from stages.pretrain.init_from import resolve_init_source
 from stages.pretrain.job import PretrainJob
 from stages.pretrain.sample_plan import plan_samples
 from stages.pretrain.train_loop import train_loop_per_worker
-from stages.ray_tasks import map_staged
+from stages.ray_tasks import map_where_files_are
 from stages.training.deepspeed_config import resolve_deepspeed_config
 from stages.training.engine_settings import EngineSettings
 from stages.training.launch import fit
@@ -90,7 +90,7 @@ def run(ctx) -> dict[str, Any]:
         eval_plans = plan_eval_tasks(cfg, Path(ctx.experiment.resolved_data_dir))
         eval_token_ids = scorer_token_ids(cfg.model.family, tokenizer_path, index["vocab_size"])
     # Tokenized and checked against the context here: a prompt too long fails before Ray starts.
-    sample_plan = (plan_samples(cfg, tokenizer_path, dataset_dir, index, ctx.experiment.seed)
+    sample_plan = (plan_samples(cfg, tokenizer_path, dataset_dir, index, ctx.experiment.seed, ctx.node_transfer)
                    if cfg.samples.enabled else None)
     # Checked here (job.py), before Ray starts; every worker gets this one record.
     job = PretrainJob(
@@ -121,12 +121,13 @@ def run(ctx) -> dict[str, Any]:
         run_name=RUN_NAME,
         max_failures=cfg.max_failures,
         use_gpu=cfg.gpus_per_worker > 0,
+        transfer=ctx.node_transfer,
     )
     # Where model/ is: in an object-store run, a task on a node that fetches it (the
     # driver holds no weights); here otherwise.
-    map_staged(export_hugging_face_job, [HuggingFaceExport(
+    map_where_files_are(export_hugging_face_job, [HuggingFaceExport(
         output_dir / "model", output_dir / "hf", tokenizer_path, tokenizer_path.parent / "special_tokens_map.json")],
-        desc="pretrain: export hf/")
+        desc="pretrain: export hf/", transfer=ctx.node_transfer)
     reported = result.metrics or {}
     metrics = {key: reported.get(key) for key in SUMMARY_KEYS}
     # the last validation's per-objective metrics, and the last in-loop task scores

@@ -41,9 +41,10 @@ class SamplePlan:
 
 
 def plan_samples(cfg: PretrainConfig, tokenizer_path: Path, dataset_dir: Path, index: dict[str, Any],
-                 seed: int) -> SamplePlan:
+                 seed: int, transfer=None) -> SamplePlan:
     """The plan of pretrain.samples (cfg.samples.enabled); ValueError naming the prompt
-    and the fix when one does not fit the model's context (the dataset's seq_len)."""
+    and the fix when one does not fit the model's context (the dataset's seq_len).
+    `transfer`: the stage's StageContext.node_transfer (validation rows read here)."""
     from tokenizers import Tokenizer
 
     from stages.evaluate.scorers.special_tokens import special_token_id
@@ -72,7 +73,7 @@ def plan_samples(cfg: PretrainConfig, tokenizer_path: Path, dataset_dir: Path, i
     # t5: relative positions (the Transformer variant: sinusoidal ones), no context to fit
     pad, eos = index["pad_id"], index["eos_id"]
     inputs = [SampleInput(prompt, tuple(tokenizer.encode(prompt).ids)) for prompt in samples.prompts]
-    inputs += validation_sources(tokenizer, dataset_dir, samples.num_dev_sources, seed, pad, eos)
+    inputs += validation_sources(tokenizer, dataset_dir, samples.num_dev_sources, seed, pad, eos, transfer)
     return SamplePlan(family, tuple(inputs), vocab_size, end_id=eos, pad_id=pad)
 
 
@@ -88,7 +89,7 @@ def _check_fit(inputs: list[SampleInput], max_new_tokens: int, context: int) -> 
 
 
 def validation_sources(tokenizer, dataset_dir: Path, count: int, seed: int, pad_id: int,
-                       eos_id: int) -> list[SampleInput]:
+                       eos_id: int, transfer=None) -> list[SampleInput]:
     """The first `count` rows of the span dataset's validation split (its first source's,
     for a mixture), in storage order: the same sources every run, with their targets.
     Sentinels stay in the text (skip_special_tokens=False); padding and </s> do not."""
@@ -102,7 +103,7 @@ def validation_sources(tokenizer, dataset_dir: Path, count: int, seed: int, pad_
 
     parts = mixture_parts(read_index(dataset_dir))
     split_dir = part_dir(dataset_dir, parts[0]) if parts else dataset_dir
-    bring_to_driver(split_dir / "validation")  # read here, in the driver: a few rows of it
+    bring_to_driver(split_dir / "validation", transfer)  # read here, in the driver: a few rows of it
     loader = ExampleLoader(split_dir, "validation", batch_size=min(count, 1024), seed=seed, shuffle=False,
                            drop_last=False)
     batch = next(loader)

@@ -60,13 +60,13 @@ def run(ctx: StageContext) -> dict:
             f"no document shards in {ctx.inputs['ingest']}/documents; re-run the ingest stage "
             f"(pretrain run <config> --only ingest --force)")
     if ctx.config.from_ is not None:
-        bring_to_driver(shards[0])  # its first texts measure the fertility, read here
+        bring_to_driver(shards[0], ctx.node_transfer)  # its first texts measure the fertility, read here
         metrics = copy_folder_tokenizer(Path(ctx.config.from_).expanduser().resolve(), shards, ctx.output_dir,
                                         ctx.experiment.dataset.objective)
         ctx.metrics_log.log({"stage": "tokenizer", **metrics})
         return metrics
     job = TrainJob(ctx.config, shards, ctx.experiment.seed, ctx.output_dir)
-    [metrics] = map_tasks(train_tokenizer, [job], desc="tokenizer: train")
+    [metrics] = map_tasks(train_tokenizer, [job], desc="tokenizer: train", transfer=ctx.node_transfer)
     if (warning := vocabulary_shortfall(metrics, ctx.config)) is not None:
         print(f"[tokenizer] warning: {warning}", flush=True)
     ctx.metrics_log.log({"stage": "tokenizer", **metrics})

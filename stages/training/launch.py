@@ -34,6 +34,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from storage.urls import is_url
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HEALTH_CHECK_INTERVAL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
 HEALTH_CHECK_INTERVAL_S = "0.25"
@@ -56,6 +58,7 @@ def fit(
     max_failures: int = 0,
     use_gpu: bool = False,
     checkpoints_to_keep: int = 2,
+    transfer=None,
 ):
     """Run `train_loop_per_worker(loop_config)` on `num_workers` Ray Train workers.
 
@@ -73,13 +76,14 @@ def fit(
 
     if num_workers < 1:
         raise ValueError(f"num_workers must be >= 1, got {num_workers}")
-    from stages.ray_tasks import active_staging
-    from stages.staging.staged_call import loop_for
+    from stages.ray_tasks import transfer_for_tasks
+    from storage.node_transfer.task_call import loop_for
 
-    # An object-store run's workers on other nodes fetch and upload their files (stages.staging).
-    staging = active_staging()
-    if staging is not None:
-        train_loop_per_worker = loop_for(staging.dispatch(train_loop_per_worker, [loop_config]))
+    # An object-store run's workers on other nodes fetch and upload their files
+    # (storage.node_transfer; `transfer` is the stage's StageContext.node_transfer).
+    transfer = transfer_for_tasks(transfer)
+    if transfer is not None:
+        train_loop_per_worker = loop_for(transfer.dispatch(train_loop_per_worker, [loop_config]))
     train_loop_per_worker = without_known_noise(train_loop_per_worker)
     storage_path, storage_filesystem = ray_storage(storage_path)
     # Ray Train's controller checks on its workers every 2 s by default, and every phase of
@@ -110,8 +114,8 @@ def fit(
     )
     with sigint_handler_restored(), placement_group_freed(placement_group_key), preemption_watcher_if_multinode():
         result = trainer.fit()
-    if staging is not None:
-        staging.collect_worker_uploads()
+    if transfer is not None:
+        transfer.collect_worker_uploads()
     return result
 
 
@@ -155,14 +159,14 @@ def ray_storage(storage_path: str | Path):
     (AWS_ENDPOINT_URL, AWS_* credentials, STORAGE_EMULATOR_HOST): Ray Train pickles it to
     its controller and workers, whose processes may have started before those variables
     were set."""
-    if "://" not in str(storage_path):
+    if not is_url(storage_path):
         return str(Path(storage_path).resolve()), None
     import pyarrow.fs
 
-    from stages.bucket_fs import connection_options
+    from storage.bucket_fs import connection_options
 
     url = str(storage_path)
-    # The same endpoint and credentials the staging's tasks get, in pyarrow's names;
+    # The same endpoint and credentials the node transfer's tasks get, in pyarrow's names;
     # without keys in the environment, pyarrow's own default chain on each node.
     given = connection_options(url)
     if url.startswith("s3://"):

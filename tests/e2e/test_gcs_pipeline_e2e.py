@@ -3,7 +3,7 @@
 Ray: the whole tiny pipeline, its later stages kept small.
 
 What it pins: each stage's files and its manifest are in the bucket, committed through
-the generation preconditions (pipeline.object_store), and Ray Train's checkpoints too
+the generation preconditions (storage.object_keys), and Ray Train's checkpoints too
 (stages.training.launch.ray_storage); `status`, `plan` and a deep `verify` of the bucket
 see every stage done, cached and intact; and from an empty machine (the mirror deleted)
 the same command reuses every stage from the bucket."""
@@ -16,7 +16,7 @@ import shutil
 import pytest
 
 from pipeline.graph import STAGE_NAMES
-from pipeline.object_store import filesystem
+from storage.object_keys import filesystem
 from tests.e2e.cli import REPO_ROOT, pretrain_cli
 from tests.e2e.conftest import CONFIG
 from tests.gcs_server import make_gcs_bucket

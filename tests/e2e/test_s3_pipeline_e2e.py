@@ -24,8 +24,8 @@ import time
 import pytest
 
 from pipeline.graph import STAGE_NAMES
-from stages.mirror import mirror_dir
-from pipeline.object_store import filesystem
+from storage.mirror import mirror_dir
+from storage.object_keys import filesystem
 from tests.e2e.cli import REPO_ROOT, cli_command, cli_env, pretrain_cli
 from tests.e2e.conftest import CONFIG
 from tests.process_tree import kill_process_group
@@ -101,7 +101,7 @@ def test_a_bucket_run_killed_mid_pretrain_resumes_from_the_bucket_on_an_empty_ma
     shutil.rmtree(mirror)
 
     # --wait-lock: the killed driver's lease is still in the bucket (it stops being live
-    # when its heartbeat is older than pipeline.object_lease.STALE_SECONDS).
+    # when its heartbeat is older than storage.writer_lock.STALE_SECONDS).
     started = time.monotonic()
     rerun = pretrain_cli("run", *args, "--wait-lock", timeout=900)
     rerun_seconds = time.monotonic() - started

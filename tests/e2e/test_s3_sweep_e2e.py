@@ -18,7 +18,7 @@ import shutil
 import pytest
 
 from pipeline.dashboard import Dashboard
-from pipeline.object_store import filesystem
+from storage.object_keys import filesystem
 from tests.e2e.cli import REPO_ROOT, pretrain_cli
 from tests.e2e.conftest import CONFIG
 from tests.s3_server import make_bucket

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.graph import STAGE_NAMES
-from pipeline.stage_lock import StageLock
+from storage.stage_lock import StageLock
 from tests.e2e.cli import pretrain_cli
 from tests.e2e.conftest import CONFIG
 

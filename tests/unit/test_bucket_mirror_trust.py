@@ -25,9 +25,9 @@ import pipeline.runner as runner
 from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.planner import Selection, plan
-from pipeline.remote_store import DamagedInput
 from pipeline.runner import run_pipeline
-from stages.mirror import mirror_dir
+from storage.mirror import mirror_dir
+from storage.object_store import DamagedInput
 from tests.s3_server import make_bucket
 
 # Over 1 MiB (sha256_file reads in 1 MiB blocks), and not one repeated block.
@@ -72,7 +72,7 @@ def run(config_file: Path, url: str, **selection):
 
 def evaluated_sha256(config_file: Path, url: str) -> str:
     """What the committed evaluate manifest (in the bucket) says evaluate was fed."""
-    from pipeline.remote_store import open_store
+    from storage.artifact_store import open_store
 
     cfg = load_config(config_file, [f"workdir={url}"])
     evaluate = next(d for d in plan(cfg) if d.stage == "evaluate")

@@ -10,11 +10,11 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.remote_store import open_store
 from pipeline.runner import with_remote_files
-from pipeline.store import inventory
-from stages.staging.node_staging import NodeStaging
-from stages.staging.staged_call import StagedResult
+from storage.artifact_store import open_store
+from storage.local_store import inventory
+from storage.node_transfer.driver import NodeTransfer
+from storage.node_transfer.task_call import TaskResult
 from tests.s3_server import make_bucket
 
 SHARD_BYTES = b"shard-bytes-" * 100
@@ -43,10 +43,10 @@ def read_shard(job: Read) -> str:
     return hashlib.sha256(job.shard.read_bytes()).hexdigest()
 
 
-def on_node(monkeypatch, mirror: Path, call, item) -> StagedResult:
+def on_node(monkeypatch, mirror: Path, call, item) -> TaskResult:
     monkeypatch.setenv("PRETRAIN_MIRROR", str(mirror))
     try:
-        return StagedResult(*call.run_elsewhere(item))
+        return TaskResult(*call.run_elsewhere(item))
     finally:
         monkeypatch.undo()
 
@@ -59,7 +59,7 @@ def dataset_stage(tmp_path: Path, monkeypatch, bucket: str):
     store = open_store(url)
     store.fs.pipe_file(f"{store.root}/{DOCUMENTS}", b"documents")
     stage_dir = store.prepare("dataset", "fp1", keep_partial=False)
-    staging = NodeStaging(url, store.workdir, stage_dir,
+    staging = NodeTransfer(url, store.workdir, stage_dir,
                           known={DOCUMENTS: hashlib.sha256(b"documents").hexdigest()},
                           known_sizes={DOCUMENTS: 9}, bulk=("train/*",), _driver_node="driver-node")
     return store, staging
@@ -111,7 +111,7 @@ def test_a_forgotten_scratch_folder_written_elsewhere_is_removed_from_the_bucket
     store = open_store(url)
     stage_dir = store.prepare("ingest", "fp1", keep_partial=False)
     (stage_dir / "staging").mkdir()
-    staging = NodeStaging(url, store.workdir, stage_dir, bulk=("staging/*",), _driver_node="driver-node")
+    staging = NodeTransfer(url, store.workdir, stage_dir, bulk=("staging/*",), _driver_node="driver-node")
 
     def stage_file(output_dir: Path) -> None:
         (output_dir / "staging" / "file-0.parquet").write_bytes(b"cleaned")
@@ -132,7 +132,7 @@ def test_a_task_on_the_drivers_node_fetches_bulk_inputs_and_never_reads_a_damage
     """The driver's node is one of the nodes that work: a task there gets the input the
     driver left in the bucket, and a copy in its mirror with other bytes (same size) is
     replaced, not read."""
-    import stages.staging.staged_call as staged_call
+    import storage.node_transfer.task_call as staged_call
 
     store, staging = dataset_stage(tmp_path, monkeypatch, "driver-node")
     monkeypatch.setattr(staged_call, "current_node", lambda: "driver-node")
@@ -168,8 +168,8 @@ def test_a_driver_started_again_takes_back_the_bulk_files_an_earlier_attempt_lef
     written = staging.remote_files()
     assert len(written) == 1
 
-    def next_driver() -> NodeStaging:  # the same stage, nothing in memory
-        return NodeStaging(staging.url, staging.driver_root, staging.stage_dir, bulk=staging.bulk,
+    def next_driver() -> NodeTransfer:  # the same stage, nothing in memory
+        return NodeTransfer(staging.url, staging.driver_root, staging.stage_dir, bulk=staging.bulk,
                            _driver_node="driver-node")
 
     again = next_driver()

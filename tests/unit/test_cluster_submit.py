@@ -12,8 +12,8 @@ import pytest
 from cluster.cli import main
 from cluster.connection import check_reachable, dashboard_url, is_local_address
 from cluster.errors import ClusterError
-from cluster.storage import filesystem_type, is_shared_storage
 from cluster.submit import PROJECT_ROOT, Submission, prepare
+from storage.mounts import filesystem_type, is_shared_storage
 
 CONFIG = "configs/gpt-tiny.yaml"
 REMOTE = "http://10.255.255.1:8265"  # never contacted: prepare() uses no network

@@ -32,7 +32,7 @@ def test_a_missing_deepspeed_json_is_a_config_error(tmp_path, monkeypatch, capsy
 
 @pytest.mark.parametrize("url", ["s3://bucket/runs/x", "gs://bucket/x"])
 def test_an_object_store_workdir_is_accepted_and_staged_in_a_local_mirror(tmp_path, monkeypatch, url):
-    from stages.mirror import mirror_dir
+    from storage.mirror import mirror_dir
 
     cwd, mirror = tmp_path / "cwd", tmp_path / "mirror"
     cwd.mkdir()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.runner import StageFailed
-from pipeline.store import FAILURE, ArtifactStore, inventory
+from storage.local_store import FAILURE, LocalArtifactStore, inventory
 from tests.unit.test_engine import FakeStages, config_file, run  # noqa: F401  (fixture)
 from tests.unit.test_engine_outputs import stage_dir
 
@@ -112,7 +112,7 @@ def test_tracking_files_are_not_outputs_so_their_later_writes_damage_nothing(tmp
     files = inventory(stage)
     assert [f["path"] for f in files] == ["model/weights", "sst2/metrics.json"]
 
-    store = ArtifactStore(tmp_path)
+    store = LocalArtifactStore(tmp_path)
     store.write_manifest("pretrain", "fp", {"files": files})
     # wandb writes on after the manifest (its core process, the engine's per-stage run).
     (stage / "wandb" / "offline-run-1" / "logs" / "debug.log").write_text("first\nand more\n")

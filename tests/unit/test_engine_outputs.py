@@ -10,13 +10,13 @@ from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.fingerprint import compute_all
 from pipeline.planner import Selection, plan
-from pipeline.store import FAILURE, ArtifactStore, check_files
+from storage.local_store import FAILURE, LocalArtifactStore, check_files
 from tests.unit.test_engine import FakeStages, config_file, run  # noqa: F401  (fixture)
 
 
 def stage_dir(config_file: Path, stage: str) -> Path:
     cfg = load_config(config_file)
-    return ArtifactStore(cfg.resolved_workdir).stage_dir(stage, compute_all(cfg)[stage][0])
+    return LocalArtifactStore(cfg.resolved_workdir).stage_dir(stage, compute_all(cfg)[stage][0])
 
 
 def flip_bytes(path: Path, offset: int = 0, count: int = 4) -> None:
@@ -90,7 +90,7 @@ def test_status_shows_a_damaged_stage(config_file, capsys):
 def test_check_files_names_missing_resized_and_changed_files(tmp_path):
     for name in ("a", "b", "c"):
         (tmp_path / name).write_text("0123456789")
-    from pipeline.store import inventory
+    from storage.local_store import inventory
 
     files = inventory(tmp_path)
     (tmp_path / "a").unlink()

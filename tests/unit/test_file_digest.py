@@ -1,4 +1,4 @@
-"""sha256_file (stages/file_digest.py) hashes every byte of a file, however many blocks it
+"""sha256_file (storage/digest.py) hashes every byte of a file, however many blocks it
 spans: what manifests record and what `verify` compares. Files of several MiB that differ
 only after the first MiB (one read block) must get other digests."""
 
@@ -9,8 +9,8 @@ import hashlib
 import numpy as np
 import pytest
 
-from pipeline.store import check_files
-from stages.file_digest import sha256_file
+from storage.digest import sha256_file
+from storage.local_store import check_files
 
 MIB = 1 << 20
 

@@ -1,5 +1,5 @@
 """The object-store workdir on a file system that is not S3 (fsspec's memory://, in this
-process): the generic path of pipeline.object_store (exclusive "xb" create for the
+process): the generic path of storage.object_keys (exclusive "xb" create for the
 manifest and the lease, no If-Match) runs the engine, reuses from the store alone,
 refuses a second commit and a second writer. What gs:// (gcsfs) or any other fsspec file
 system goes through."""
@@ -15,11 +15,11 @@ import pytest
 from pipeline.config import load_config
 from pipeline.graph import STAGE_NAMES
 from pipeline.planner import Selection, plan
-from pipeline.remote_store import open_store
 from pipeline.runner import run_pipeline
-from pipeline.stage_lock import StageLocked
 from pipeline.status import stage_rows
-from pipeline.store import StageCommitConflict
+from storage.artifact_store import open_store
+from storage.local_store import StageCommitConflict
+from storage.writer_lock import StageLocked
 
 
 @pytest.fixture

@@ -1,31 +1,26 @@
 """gs:// on a GCS emulator on loopback (fake-gcs-server, over HTTP; gcsfs and pyarrow
 unmocked): the generation preconditions ObjectKeys sends are the server's (a create is
-exclusive, a stale generation cannot overwrite or delete), the artifact store commits a
-stage once and brings its files back byte for byte, and the stage lease keeps one holder,
-is taken over when silent, and a holder that lost it leaves the new holder's lease alone.
-The test_object_store / test_object_lease cases for S3 are the model; these are the ones
-that depend on the store's preconditions and listings."""
+exclusive, a stale generation cannot overwrite or delete), and a stage lease is taken
+over when silent, and a holder that lost it leaves the new holder's lease alone. What S3
+and GCS share (the store's commit, fetch and damage checks, one lease holder at a time)
+is test_bucket_backends.py, run against both."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import os
-import shutil
 import time
 import urllib.parse
 import urllib.request
 
 import pytest
 
-from pipeline.object_lease import ObjectLease, peek_lease
-from pipeline.object_store import ObjectKeys, PreconditionFailed, filesystem
-from pipeline.remote_store import ObjectArtifactStore, open_store
-from pipeline.stage_lock import StageLocked
-from pipeline.store import StageCommitConflict
+from storage.object_keys import ObjectKeys, PreconditionFailed, filesystem
+from storage.object_lease import ObjectLease, peek_lease
+from storage.writer_lock import StageLocked
 from tests.lease_race import race
 from tests.gcs_server import make_gcs_bucket
-from tests.stage_files import FILES, finished_stage
 
 _names = itertools.count()
 
@@ -101,88 +96,10 @@ def test_replace_and_delete_need_the_current_generation(bucket):
     assert objects(f"{bucket}/runs/b") == {}
 
 
-# -- the artifact store -------------------------------------------------------------------
-
-def test_files_go_up_at_the_commit_and_come_back_byte_for_byte(bucket, tmp_path):
-    store = open_store(f"{bucket}/runs/a")
-    assert isinstance(store, ObjectArtifactStore) and store.workdir.is_relative_to(tmp_path / "mirror")
-    directory = store.prepare("dataset", "fp0001", keep_partial=False)
-    (directory / "shard-0.bin").write_bytes(FILES["shard-0.bin"])
-    assert not store.is_finished("dataset", "fp0001")
-    assert objects(f"{bucket}/runs/a") == {}  # nothing is uploaded before the commit
-
-    manifest = finished_stage(store)
-    assert store.is_finished("dataset", "fp0001") and store.manifest("dataset", "fp0001") == manifest
-    assert store.damaged("dataset", "fp0001", deep=True) == []
-    in_bucket = objects(f"{bucket}/runs/a")
-    prefix = "runs/a/dataset/fp0001/"
-    assert set(in_bucket) == {prefix + name for name in (*FILES, "manifest.json")}
-    assert all(in_bucket[prefix + name] == data for name, data in FILES.items())
-    assert json.loads(in_bucket[prefix + "manifest.json"]) == manifest
-
-    shutil.rmtree(store.workdir)  # another machine: nothing local
-    fetched = store.fetch("dataset", "fp0001")
-    for name, data in FILES.items():
-        assert (fetched / name).read_bytes() == data, name
-    assert json.loads((fetched / "manifest.json").read_text()) == manifest
-    assert not list(fetched.rglob("*.partial"))
-
-
-def test_a_second_commit_is_refused_and_the_first_manifest_stands(bucket):
-    store = open_store(f"{bucket}/runs/c")
-    first = finished_stage(store)
-    with pytest.raises(StageCommitConflict, match="manifest.json already exists: another driver"):
-        store.write_manifest("dataset", "fp0001", {**first, "metrics": {"n": 2}})
-    assert store.manifest("dataset", "fp0001") == first
-    assert json.loads(objects(f"{bucket}/runs/c")["runs/c/dataset/fp0001/manifest.json"]) == first
-
-    # The precondition itself, without the existence check write_manifest makes first:
-    # two drivers past that check at once still commit one manifest.
-    key = store._key("dataset", "fp0001", "manifest.json")
-    with pytest.raises(PreconditionFailed):
-        store.keys.create(key, b"{}")
-    assert store.manifest("dataset", "fp0001") == first
-
-
-def test_a_changed_object_is_found_by_size_and_by_sha256(bucket):
-    url = f"{bucket}/runs/v"
-    store = open_store(url)
-    finished_stage(store)
-    shard = bytearray(FILES["shard-0.bin"])
-    shard[100] ^= 0xFF
-    put_object(f"{url}/dataset/fp0001/shard-0.bin", bytes(shard))  # same size, other bytes
-    assert store.damaged("dataset", "fp0001") == []
-    (damage,) = store.damaged("dataset", "fp0001", deep=True)
-    assert damage.path == "shard-0.bin" and "other bytes" in damage.problem
-
-    put_object(f"{url}/dataset/fp0001/shard-0.bin", b"short")
-    (damage,) = store.damaged("dataset", "fp0001")
-    assert damage.problem == f"is 5 bytes, the manifest says {len(FILES['shard-0.bin'])}"
-    fs, root = filesystem(url)
-    fs.rm(f"{root}/dataset/fp0001/nested/part/metrics.jsonl")
-    assert [(d.path, d.problem) for d in store.damaged("dataset", "fp0001")][0] == \
-        ("nested/part/metrics.jsonl", "is missing from the bucket")
-
-
 # -- the stage lease ----------------------------------------------------------------------
 def lease(fs, key, messages: list | None = None, **kwargs) -> ObjectLease:
     echo = messages.append if messages is not None else (lambda *_: None)
     return ObjectLease(fs, key, what="stage 'pretrain' (fp)", echo=echo, **kwargs)
-
-
-def test_a_second_driver_is_refused_naming_the_holder_and_gets_it_after_release(bucket):
-    fs, root = filesystem(bucket)
-    key = f"{root}/runs/x/pretrain/.fp0001.lock"
-    first = lease(fs, key)
-    first.acquire()
-    assert peek_lease(fs, key)["pid"] == os.getpid()
-    with pytest.raises(StageLocked, match=rf"being written by pid {os.getpid()} on host .*--wait-lock"):
-        lease(fs, key).acquire()
-    first.release()
-    assert ObjectKeys(fs).read(key) is None and peek_lease(fs, key) is None
-    with lease(fs, key) as second:
-        second.check_held()
-    assert peek_lease(fs, key) is None
 
 
 def test_a_silent_lease_is_taken_over_by_one_driver_and_its_old_holder_cannot_delete_it(bucket):

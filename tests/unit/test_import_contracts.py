@@ -15,7 +15,7 @@ from pipeline.context import StageContext as EngineStageContext
 from stages.context import StageContext
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ROOT_PACKAGES = ("stages", "pipeline", "cluster")
+ROOT_PACKAGES = ("stages", "pipeline", "cluster", "storage")
 
 
 def test_the_import_contracts_in_pyproject_hold():

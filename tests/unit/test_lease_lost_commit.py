@@ -3,7 +3,7 @@ the stage (pipeline.runner checks the lease right before the manifest; issue 31)
 real S3 server on loopback (moto's, over HTTP) with a plain stage function and no Ray.
 
 While `ingest` runs, another driver takes its lease over (as it would after the first
-driver fell silent for longer than object_lease.STALE_SECONDS: a conditional rewrite of
+driver fell silent for longer than writer_lock.STALE_SECONDS: a conditional rewrite of
 the lease object); the first driver's heartbeat then fails. The stage function itself
 finishes normally: only the lease check stands between it and a commit, since the new
 holder has not committed yet and the manifest key is still free."""
@@ -14,13 +14,13 @@ import time
 
 import pytest
 
-import pipeline.object_lease as object_lease
+import storage.object_lease as object_lease
 from pipeline.config import load_config
-from pipeline.object_lease import ObjectLease, peek_lease
 from pipeline.planner import Selection
-from pipeline.remote_store import open_store
 from pipeline.runner import run_pipeline
-from pipeline.stage_lock import StageLocked
+from storage.artifact_store import open_store
+from storage.object_lease import ObjectLease, peek_lease
+from storage.writer_lock import StageLocked
 from tests.s3_server import make_bucket
 
 

@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from pipeline.object_lease import ObjectLease, peek_lease
-from pipeline.object_store import ObjectKeys, filesystem, json_bytes
-from pipeline.stage_lock import StageLocked
+from storage.object_keys import ObjectKeys, filesystem, json_bytes
+from storage.object_lease import ObjectLease, peek_lease
+from storage.writer_lock import StageLocked
 from tests.lease_race import race
 from tests.s3_server import make_bucket
 
@@ -47,20 +47,6 @@ def lease(fs, key, messages: list | None = None, **kwargs) -> ObjectLease:
     return ObjectLease(fs, key, what="stage 'pretrain' (fp)", echo=echo, **kwargs)
 
 
-def test_a_second_driver_is_refused_naming_the_holder_and_gets_it_after_release(fs, key):
-    first = lease(fs, key)
-    first.acquire()
-    holder = peek_lease(fs, key)
-    assert holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
-    with pytest.raises(StageLocked, match=rf"being written by pid {os.getpid()} on host "
-                                          rf"{socket.gethostname()}.*--wait-lock"):
-        lease(fs, key).acquire()
-    first.release()
-    assert ObjectKeys(fs).read(key) is None and peek_lease(fs, key) is None
-    with lease(fs, key) as second:
-        second.check_held()
-        assert peek_lease(fs, key) is not None
-    assert peek_lease(fs, key) is None
 
 
 def test_a_waiting_driver_gets_the_lease_when_the_holder_releases(fs, key):

@@ -1,21 +1,19 @@
 """The artifact store on a real S3 server on loopback (moto's server, talked to over HTTP
-by s3fs and boto3, nothing mocked): a stage's files go up at its commit and come back
-byte for byte on a machine without them; a changed object is found; the manifest is
-committed once; a failed or reset stage is never taken as finished."""
+by s3fs and boto3, nothing mocked): a changed object is found by `pretrain verify`; a
+failed or reset stage is never taken as finished. What S3 and GCS share (the commit, the
+fetch, the damage checks) is test_bucket_backends.py, run against both."""
 
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
-from pipeline.object_store import filesystem
-from pipeline.remote_store import ObjectArtifactStore, open_store
-from pipeline.store import RUN_INDEX, StageCommitConflict, inventory
+from storage.artifact_store import open_store
+from storage.local_store import RUN_INDEX, inventory
+from storage.object_store import ObjectArtifactStore
 from tests.s3_server import make_bucket
 from tests.stage_files import FILES, finished_stage
-
 
 
 @pytest.fixture
@@ -41,39 +39,6 @@ def put_object(url: str, data: bytes) -> None:
     boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=data)
 
 
-def test_files_go_up_at_the_commit_and_come_back_byte_for_byte(bucket, tmp_path):
-    store = open_store(f"{bucket}/runs/a")
-    assert isinstance(store, ObjectArtifactStore) and store.url == f"{bucket}/runs/a"
-    assert store.workdir.is_relative_to(tmp_path / "mirror")  # PRETRAIN_MIRROR
-    directory = store.prepare("dataset", "fp0001", keep_partial=False)
-    assert directory == store.stage_dir("dataset", "fp0001") and directory.is_dir()
-    (directory / "shard-0.bin").write_bytes(FILES["shard-0.bin"])
-    assert not store.is_finished("dataset", "fp0001")
-    assert objects(f"{bucket}/runs/a") == {}  # nothing is uploaded before the commit
-
-    manifest = finished_stage(store)
-    assert store.is_finished("dataset", "fp0001")
-    assert store.manifest("dataset", "fp0001") == manifest
-    assert store.damaged("dataset", "fp0001", deep=True) == []
-    in_bucket = objects(f"{bucket}/runs/a")
-    prefix = "runs/a/dataset/fp0001/"
-    assert set(in_bucket) == {prefix + name for name in (*FILES, "manifest.json")}
-    assert all(in_bucket[prefix + name] == data for name, data in FILES.items())
-    assert json.loads(in_bucket[prefix + "manifest.json"]) == manifest
-
-    # Another machine: nothing local. fetch restores every file; a small-files-only
-    # fetch (what reports read) leaves out the big ones.
-    shutil.rmtree(store.workdir)
-    other = ObjectArtifactStore(f"{bucket}/runs/a", mirror=tmp_path / "other-machine")
-    small = other.fetch("dataset", "fp0001", max_file_bytes=100)
-    assert (small / "nested/part/metrics.jsonl").read_bytes() == FILES["nested/part/metrics.jsonl"]
-    assert not (small / "shard-0.bin").exists()
-    fetched = store.fetch("dataset", "fp0001")
-    assert fetched == directory
-    for name, data in FILES.items():
-        assert (fetched / name).read_bytes() == data, name
-    assert json.loads((fetched / "manifest.json").read_text()) == manifest
-    assert not list(fetched.rglob("*.partial"))
 
 
 def test_a_changed_object_is_found_by_size_and_by_sha256_and_by_verify(bucket, capsys):
@@ -99,27 +64,6 @@ def test_a_changed_object_is_found_by_size_and_by_sha256_and_by_verify(bucket, c
     assert any(f"{url}/dataset/fp0001/shard-0.bin has other bytes" in line for line in lines), lines
     assert main(["verify", url]) == 1
     assert "DAMAGED (1 files)" in capsys.readouterr().out
-
-    # Another size, and gone: the listing tells (no download).
-    put_object(f"{url}/dataset/fp0001/shard-0.bin", b"short")
-    (damage,) = store.damaged("dataset", "fp0001")
-    assert damage.problem == f"is 5 bytes, the manifest says {len(FILES['shard-0.bin'])}"
-    fs, root = filesystem(url)
-    fs.rm(f"{root}/dataset/fp0001/nested/part/metrics.jsonl")
-    assert [(d.path, d.problem) for d in store.damaged("dataset", "fp0001")][0] == \
-        ("nested/part/metrics.jsonl", "is missing from the bucket")
-
-
-def test_a_second_commit_is_refused_and_the_first_manifest_stands(bucket):
-    store = open_store(f"{bucket}/runs/c")
-    first = finished_stage(store)
-    second = {**first, "metrics": {"n": 2}}
-    with pytest.raises(StageCommitConflict, match="manifest.json already exists: another driver"):
-        store.write_manifest("dataset", "fp0001", second)
-    assert store.manifest("dataset", "fp0001") == first
-    assert json.loads(objects(f"{bucket}/runs/c")["runs/c/dataset/fp0001/manifest.json"]) == first
-    # The losing driver's mirror does not claim its own version either.
-    assert json.loads((store.stage_dir("dataset", "fp0001") / "manifest.json").read_text()) == first
 
 
 def test_prepare_resets_the_prefix_and_keep_partial_keeps_all_but_the_manifest(bucket):

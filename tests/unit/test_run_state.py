@@ -10,8 +10,8 @@ import time
 
 from pipeline.graph import STAGE_NAMES
 from pipeline.run_state import read_run_state
-from pipeline.stage_lock import StageLock
 from pipeline.status import stage_rows
+from storage.stage_lock import StageLock
 from tests.synthetic_run import write_run
 from tests.unit.test_engine import FakeStages, config_file, run  # noqa: F401  (fixture)
 
@@ -24,7 +24,7 @@ def stage_dir(workdir, stage):
 
 
 def hold_lock(workdir, stage) -> StageLock:
-    """The stage lock a driver holds while it writes the stage (pipeline.store.lock_path)."""
+    """The stage lock a driver holds while it writes the stage (storage.local_store.lock_path)."""
     directory = stage_dir(workdir, stage)
     lock = StageLock(directory.parent / f".{directory.name}.lock", what=stage)
     lock.acquire()

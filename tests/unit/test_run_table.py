@@ -14,9 +14,9 @@ import stages.report.scaling as scaling
 from pipeline.cli import main
 from pipeline.run_source import load_run_source
 from pipeline.runs_report import render_runs, write_runs_report
-from pipeline.stage_lock import StageLock
 from stages.report.run_table import build_run_table
 from stages.report.run_table_render import format_duration, run_table_html, run_table_markdown
+from storage.stage_lock import StageLock
 from tests.synthetic_run import write_run, write_sweep_point
 
 

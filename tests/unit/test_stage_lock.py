@@ -18,14 +18,15 @@ from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.fingerprint import compute_all
 from pipeline.planner import plan
-from pipeline.stage_lock import StageLock, StageLocked, peek_holder
-from pipeline.store import ArtifactStore
+from storage.local_store import LocalArtifactStore
+from storage.stage_lock import StageLock, peek_holder
+from storage.writer_lock import StageLocked
 from tests.unit.test_engine import FakeStages, config_file, run  # noqa: F401  (fixture)
 
 
 def lock_path(config_file: Path, stage: str) -> Path:
     cfg = load_config(config_file)
-    return ArtifactStore(cfg.resolved_workdir).lock_path(stage, compute_all(cfg)[stage][0])
+    return LocalArtifactStore(cfg.resolved_workdir).lock_path(stage, compute_all(cfg)[stage][0])
 
 
 @pytest.fixture(params=["flock", "file"])
@@ -75,7 +76,7 @@ def _finish_stage_as_holder(config_file: Path, stage: str) -> None:
     cfg = load_config(config_file)
     fingerprints = compute_all(cfg)
     decision = next(d for d in plan(cfg) if d.stage == stage)
-    _run_stage(cfg, ArtifactStore(cfg.resolved_workdir), decision, fingerprints,
+    _run_stage(cfg, LocalArtifactStore(cfg.resolved_workdir), decision, fingerprints,
                FakeStages()(type("Spec", (), {"name": stage})()))
 
 
@@ -83,7 +84,7 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_with_a_warning(config_file,
     path = lock_path(config_file, "ingest")
     path.parent.mkdir(parents=True, exist_ok=True)
     # A driver that took the lock and was SIGKILLed: its process is gone.
-    script = ("import os, sys; from pipeline.stage_lock import StageLock; "
+    script = ("import os, sys; from storage.stage_lock import StageLock; "
               "StageLock(sys.argv[1], what='ingest').acquire(); os.kill(os.getpid(), 9)")
     subprocess.run([sys.executable, "-c", script, str(path)], cwd=Path(__file__).parents[2])
     messages = []

@@ -1,4 +1,4 @@
-"""The manifest's atomic write (pipeline/store.py write_json_atomic: temp, fsync, rename,
+"""The manifest's atomic write (storage/local_store.py write_json_atomic: temp, fsync, rename,
 fsync of the folder) crashing at each step: the old manifest survives intact (or, once
 the rename is done, the new one is complete), and the temp is removed or, after a kill
 that leaves it, never taken for a manifest nor listed as an output."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.store import MANIFEST, ArtifactStore, inventory, remove_temporaries
+from storage.local_store import MANIFEST, LocalArtifactStore, inventory, remove_temporaries
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STAGE, FINGERPRINT = "pretrain", "fp1"
@@ -24,20 +24,20 @@ NEW = {**OLD, "metrics": {"final_loss": 2.5}}
 
 
 @pytest.fixture
-def store(tmp_path) -> ArtifactStore:
+def store(tmp_path) -> LocalArtifactStore:
     """A finished stage: weights.bin and the OLD manifest."""
-    store = ArtifactStore(tmp_path / "run")
+    store = LocalArtifactStore(tmp_path / "run")
     directory = store.prepare(STAGE, FINGERPRINT, keep_partial=False)
     (directory / "weights.bin").write_bytes(b"w" * 100)
     store.write_manifest(STAGE, FINGERPRINT, OLD)
     return store
 
 
-def names(store: ArtifactStore) -> list[str]:
+def names(store: LocalArtifactStore) -> list[str]:
     return sorted(p.name for p in store.stage_dir(STAGE, FINGERPRINT).iterdir())
 
 
-def assert_old_manifest_stands(store: ArtifactStore, old_bytes: bytes) -> None:
+def assert_old_manifest_stands(store: LocalArtifactStore, old_bytes: bytes) -> None:
     assert (store.stage_dir(STAGE, FINGERPRINT) / MANIFEST).read_bytes() == old_bytes
     assert store.manifest(STAGE, FINGERPRINT) == OLD and store.is_finished(STAGE, FINGERPRINT)
 
@@ -106,13 +106,13 @@ def test_a_crash_after_the_rename_leaves_the_new_manifest_complete(store, monkey
 KILLED_WRITER = """
 import os, signal, sys
 from pathlib import Path
-from pipeline.store import ArtifactStore
+from storage.local_store import LocalArtifactStore
 
 class KilledHere:
     def __str__(self):
         os.kill(os.getpid(), signal.SIGKILL)
 
-store = ArtifactStore(Path(sys.argv[1]))
+store = LocalArtifactStore(Path(sys.argv[1]))
 store.write_manifest("pretrain", "fp1", {"a_notes": "x" * 200_000, "z": KilledHere()})
 """
 

@@ -204,7 +204,7 @@ def test_nothing_to_sweep_says_how_to_make_one(write_config):
 
 
 def test_an_object_store_root_puts_every_point_and_the_store_under_the_url(write_config, tmp_path, monkeypatch):
-    from stages.mirror import mirror_dir
+    from storage.mirror import mirror_dir
 
     monkeypatch.setenv("PRETRAIN_MIRROR", str(tmp_path / "mirror"))
     url = "s3://bucket/sweeps/sw"

@@ -16,10 +16,10 @@ from wandb.proto import wandb_internal_pb2
 
 from pipeline.config import load_config
 from pipeline.fingerprint import compute_all
-from pipeline.store import ArtifactStore
 from pipeline.wandb_stage_log import log_stage
 from stages.finetune.task_tracking import TaskMetricsLog
 from stages.tracking import RUN_ID_FILE, MetricsLog, open_tracker
+from storage.local_store import LocalArtifactStore
 
 # The `.wandb` file is a LevelDB-style log: a 7-byte file header (":W&B", magic, version),
 # then 32 KiB blocks of records, each with a 7-byte header (crc32, length, type) and a
@@ -108,7 +108,7 @@ def test_another_directory_opens_another_run(tmp_path):
 
 
 def test_a_forced_rerun_opens_a_new_run_and_a_resume_does_not(tmp_path):
-    store = ArtifactStore(tmp_path)
+    store = LocalArtifactStore(tmp_path)
     train(store.prepare("pretrain", "fp0123456789", keep_partial=True), range(1, 3))
     train(store.prepare("pretrain", "fp0123456789", keep_partial=True), range(3, 5))   # a resume
     resumed_ids = {run["id"] for run in offline_runs(store.stage_dir("pretrain", "fp0123456789"))}

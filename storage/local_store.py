@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.input_files import sha256_file
-from pipeline.stage_lock import StageLock, peek_holder
-from stages.file_tree import PARTIAL_SUFFIX, is_bookkeeping, leftover_temporaries
+from storage.digest import sha256_file
+from storage.file_tree import PARTIAL_SUFFIX, is_bookkeeping, leftover_temporaries
+from storage.stage_lock import StageLock, peek_holder
 
 MANIFEST = "manifest.json"
 FAILURE = "failure.json"
@@ -30,9 +30,8 @@ class StageCommitConflict(RuntimeError):
     """A stage's manifest already exists where this driver was about to commit it."""
 
 
-class ArtifactStore:
-    """The store on a local (or mounted) file system. pipeline.remote_store.ObjectArtifactStore
-    is the same interface on an object store; `open_store` picks one."""
+class LocalArtifactStore:
+    """The store on a local (or mounted) file system (storage.artifact_store's protocol)."""
 
     url = None  # an object store's URL; None here
 
@@ -172,7 +171,7 @@ def write_json_atomic(path: Path, data: Any) -> Path:
 
 def inventory(directory: Path, skip_dirs: tuple[str, ...] = ()) -> list[dict]:
     """Every output file with its size and sha256 (the manifest's file list): not the
-    store's own records, tracking folders or temporary files (stages.file_tree)."""
+    store's own records, tracking folders or temporary files (storage.file_tree)."""
     files = []
     for path in sorted(Path(directory).rglob("*")):
         relative = path.relative_to(directory)

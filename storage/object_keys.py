@@ -12,7 +12,7 @@ metadata server of a GCE/GKE machine); STORAGE_EMULATOR_HOST for an emulator
 An object store has no rename, so "write the manifest last, atomically" becomes "upload
 every file, then create the manifest key with a conditional put": the create succeeds for
 exactly one writer and every reader sees either no manifest or the whole one (an object
-is never visible half-written). The stage lease (pipeline.object_lease) needs
+is never visible half-written). The stage lease (storage.object_lease) needs
 compare-and-swap on one key. Both are the server's own preconditions:
 
 - S3 (since 2024): create is If-None-Match: *, replace and delete are If-Match: <etag>.
@@ -39,16 +39,8 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from pipeline.config import ConfigError
-
-
-def is_url(location: str | os.PathLike | None) -> bool:
-    """Whether a workdir/store setting names an object store rather than a local path."""
-    return location is not None and "://" in str(location)
-
-
-def join(url: str, *parts: str) -> str:
-    return "/".join([url.rstrip("/"), *(str(p).strip("/") for p in parts if str(p))])
+from storage.errors import ConfigError
+from storage.urls import join
 
 
 # What a workdir or store URL may name: the stores whose conditional writes the commit and
@@ -63,7 +55,7 @@ _reached: set[tuple[str, str, str | None]] = set()
 def filesystem(url: str):
     """(fsspec file system, path inside it) for a URL; a clear error when the scheme is not
     a store of runs or the protocol's package is missing."""
-    from stages.bucket_fs import url_filesystem
+    from storage.bucket_fs import url_filesystem
 
     scheme = url.partition("://")[0].lower()
     if scheme not in STORE_SCHEMES:

@@ -18,11 +18,7 @@ import os
 import uuid
 from pathlib import Path
 
-from stages.data.packed import INDEX_FILE
-
-
-def is_url(path: str | os.PathLike) -> bool:
-    return "://" in str(path)
+from storage.urls import is_url
 
 
 def default_cache_dir() -> Path:
@@ -31,7 +27,9 @@ def default_cache_dir() -> Path:
 
 
 def local_dataset_dir(dataset_dir: str | os.PathLike, split: str,
-                      cache_dir: str | os.PathLike | None = None) -> Path:
+                      cache_dir: str | os.PathLike | None = None, *, index_file: str) -> Path:
+    """`dataset_dir` itself when local; else a local copy of its `index_file` and of the
+    shards that file lists for `split` (the dataset format's index, named by its caller)."""
     if not is_url(dataset_dir):
         return Path(dataset_dir)
     import fsspec
@@ -40,13 +38,13 @@ def local_dataset_dir(dataset_dir: str | os.PathLike, split: str,
     fs, root = fsspec.core.url_to_fs(url)
     local = Path(cache_dir or default_cache_dir()) / hashlib.sha256(url.encode()).hexdigest()[:16]
     local.mkdir(parents=True, exist_ok=True)
-    index_path = f"{root}/{INDEX_FILE}"
+    index_path = f"{root}/{index_file}"
     if not fs.exists(index_path):
         raise FileNotFoundError(
-            f"{url}/{INDEX_FILE} does not exist: {url} is not a finished dataset stage output "
+            f"{url}/{index_file} does not exist: {url} is not a finished dataset stage output "
             f"(run the dataset stage first: pretrain run <config> --only dataset)")
-    _fetch(fs, index_path, local / INDEX_FILE, check_size=False)
-    index = json.loads((local / INDEX_FILE).read_text(encoding="utf-8"))
+    _fetch(fs, index_path, local / index_file, check_size=False)
+    index = json.loads((local / index_file).read_text(encoding="utf-8"))
     for shard in index["splits"].get(split, {}).get("shards", []):
         target = local / shard["path"]
         target.parent.mkdir(parents=True, exist_ok=True)

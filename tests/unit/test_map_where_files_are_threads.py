@@ -1,5 +1,5 @@
-"""map_staged in this process from several threads at once (fine-tuning trains tasks in
-threads, and each finishes its task through map_staged): no thread may leave a flag
+"""map_where_files_are in this process from several threads at once (fine-tuning trains tasks in
+threads, and each finishes its task through map_where_files_are): no thread may leave a flag
 behind that sends every later map_tasks of the process into this process."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ first_inside, first_done = threading.Barrier(2), threading.Event()
 
 
 def overlapping(name: str) -> str:
-    """Both calls are inside map_staged together; the first one leaves first."""
+    """Both calls are inside map_where_files_are together; the first one leaves first."""
     first_inside.wait(timeout=10)
     if name == "second":
         first_done.wait(timeout=10)
@@ -23,7 +23,7 @@ def test_calls_from_two_threads_that_overlap_leave_no_in_process_flag_behind():
     results = {}
 
     def call(name: str) -> None:
-        results[name] = ray_tasks.map_staged(overlapping, [name], desc=name)
+        results[name] = ray_tasks.map_where_files_are(overlapping, [name], desc=name)
         if name == "first":
             first_done.set()
 

@@ -1,5 +1,5 @@
 """The fsspec file system for a bucket URL (s3://, gs://, ...), the same in the driver
-(pipeline.object_store) and in a task on any node (stages.staging).
+(storage.object_keys) and in a task on any node (storage.node_transfer).
 
 Listings are never cached: other drivers and other nodes' tasks write under the same
 prefix. A GCS emulator (STORAGE_EMULATOR_HOST, which gcsfs reads itself) gets two

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from stages.staging.item_paths import paths_under, relocate
 from stages.tracking import MetricsLog
+from storage.node_transfer.item_paths import paths_under, relocate
 
 
 class Piece(NamedTuple):

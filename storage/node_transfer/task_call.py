@@ -1,11 +1,11 @@
-"""The task's side of an object-store run's staging (stages.staging.node_staging has the
-driver's side and the whole story): a `StagedCall` is sent in place of a task's function.
+"""The task's side of an object-store run's node transfer (storage.node_transfer.driver has the
+driver's side and the whole story): a `TaskCall` is sent in place of a task's function.
 
 On the driver's node it fetches into the driver's mirror what the item names that only
 the bucket holds, then makes the plain call. On another node it fetches the item's files
 into that node's mirror, runs the function in a private copy of the stage's folder (the
 item's paths moved there), uploads what it wrote, and names those files, with their
-sizes and digests, beside the result. `staged_loop` does the same for a Ray Train
+sizes and digests, beside the result. `task_call_loop` does the same for a Ray Train
 worker, which leaves its list of uploads in the bucket instead.
 """
 
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stages.file_digest import sha256_file
-from stages.file_tree import matches_any
-from stages.mirror import mirror_dir
-from stages.staging import transfer
-from stages.staging.item_paths import paths_under, relocate
+from storage.digest import sha256_file
+from storage.file_tree import matches_any
+from storage.mirror import mirror_dir
+from storage.node_transfer import transfer
+from storage.node_transfer.item_paths import paths_under, relocate
 
 UPLOADS = ".uploads"
 JOURNAL = ".remote"  # the driver's record of bulk files only the bucket holds
@@ -40,7 +40,7 @@ Uploaded = tuple[str, int, str, int | None, str | None]
 
 
 @dataclass(frozen=True)
-class StagedResult:
+class TaskResult:
     value: Any
     uploaded: tuple[Uploaded, ...] = ()
 
@@ -52,7 +52,7 @@ def current_node() -> str:
 
 
 @dataclass(frozen=True)
-class StagedCall:
+class TaskCall:
     """The task's side: picklable, sent in place of the function (see the module doc)."""
 
     function: Callable
@@ -63,16 +63,16 @@ class StagedCall:
     plan: dict[str, tuple[FileState, ...]]
     folders: dict[str, tuple[str, ...]]
     bulk: tuple[str, ...] = ()  # the stage's bulk files, linked rather than copied
-    # How the driver reaches the bucket (stages.bucket_fs.connection_options): a worker
+    # How the driver reaches the bucket (storage.bucket_fs.connection_options): a worker
     # started before the driver's environment had the endpoint and credentials has neither.
     storage: dict = field(default_factory=dict)
 
-    def __call__(self, item: Any) -> StagedResult:
+    def __call__(self, item: Any) -> TaskResult:
         if current_node() == self.driver_node:
             self.fetch_on_driver_node(item)
-            return StagedResult(self.function(item))
+            return TaskResult(self.function(item))
         value, uploaded = self.run_elsewhere(item)
-        return StagedResult(value, uploaded)
+        return TaskResult(value, uploaded)
 
     def fetch_on_driver_node(self, item: Any) -> None:
         """A task on the driver's own node reads the driver's mirror: what its item names
@@ -162,12 +162,12 @@ def _listing(directory: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
-def run_staged(call: StagedCall, item: Any) -> StagedResult:
+def run_task_call(call: TaskCall, item: Any) -> TaskResult:
     """A Ray task's body (module level, so Ray pickles it by reference)."""
     return call(item)
 
 
-def staged_loop(call: StagedCall, loop_config: dict) -> None:
+def task_call_loop(call: TaskCall, loop_config: dict) -> None:
     """A Ray Train worker's loop: the loop config is the item; what a worker elsewhere
     uploaded is listed in the bucket for the driver (`collect_worker_uploads`)."""
     if current_node() == call.driver_node:
@@ -181,6 +181,6 @@ def staged_loop(call: StagedCall, loop_config: dict) -> None:
                      json.dumps([list(entry) for entry in uploaded]).encode())
 
 
-def loop_for(call: StagedCall) -> Callable[[dict], None]:
+def loop_for(call: TaskCall) -> Callable[[dict], None]:
     """Ray Train inspects the loop's signature: a partial keeps the one `config` argument."""
-    return functools.partial(staged_loop, call)
+    return functools.partial(task_call_loop, call)

@@ -1,20 +1,20 @@
 """Ray tasks and Ray Train workers of an object-store run, on any node of the cluster.
 
 A stage of an s3:// (gs://, ...) run writes into the driver's mirror of the bucket
-(pipeline.remote_store), and its tasks get items naming files there. A task placed on
-another node sees none of them, so every task goes through a `StagedCall`:
+(storage.object_store), and its tasks get items naming files there. A task placed on
+another node sees none of them, so every task goes through a `TaskCall`:
 
 - On the driver's node it is the plain call: the files are right there.
 - On another node:
-  1. the files its item names are fetched into that node's own mirror (stages.mirror):
-     those the driver listed when it dispatched the task (`NodeStaging.dispatch`), each
+  1. the files its item names are fetched into that node's own mirror (storage.mirror):
+     those the driver listed when it dispatched the task (`NodeTransfer.dispatch`), each
      with its sha256, skipped when the node already holds those bytes (transfer.holds);
   2. the task gets a private copy of its stage's folder (only the files its item names),
      the item's paths are moved there and to the node's mirror (item_paths.relocate), and
      the function runs;
   3. the files it wrote in that folder are uploaded under the same names in the bucket,
      and named, with their sizes and digests, beside the result; the folder is removed.
-- The driver then downloads those files into its mirror (`NodeStaging.collect`), so the
+- The driver then downloads those files into its mirror (`NodeTransfer.collect`), so the
   stage's next step, and the commit, find them there; the commit does not upload them
   again (`in_bucket`), and removes the objects tasks uploaded that the stage deleted before
   it finished (a scratch folder).
@@ -23,7 +23,7 @@ another node sees none of them, so every task goes through a `StagedCall`:
   A later task whose item names one fetches it like an input; the commit lists it from
   the report (`remote_files`); a scratch folder the stage removes is `forget`-ten, and its
   objects deleted at the commit. Code in the driver never opens such a file: it hands
-  the work to a task (stages.ray_tasks.map_staged), or fetches the few bytes it reads
+  the work to a task (stages.ray_tasks.map_where_files_are), or fetches the few bytes it reads
   (`bring_here`).
 - A task that lands on the driver's own node runs the plain call in the driver's mirror,
   after fetching there what its item names that only the bucket holds.
@@ -33,12 +33,12 @@ is dispatched with an item naming it. A directory in an item stands for every fi
 at that moment: a task writing into its stage's folder does not fetch the files other
 tasks of the same round write there.
 
-Ray Train workers get the same treatment through `staged_loop` (the loop's config is the
+Ray Train workers get the same treatment through `task_call_loop` (the loop's config is the
 item). A worker cannot return a list of files, so it writes one to the bucket
 (`<stage>/.uploads/<uuid>.json`), and the driver reads those after `fit`.
 
 A task's private copy of a stage file it was given is a copy, or a hard link for a bulk
-file (written once, only read: a dedup task reading every staged file copies nothing).
+file (written once, only read: a dedup task reading every cleaned file copies nothing).
 
 Files are trusted by sha256: a node's copy is used only if its record says it holds the
 bytes the driver named, so a forced re-run's new weights of the same size are fetched
@@ -59,15 +59,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stages.bucket_fs import connection_options
-from stages.file_tree import matches_any
-from stages.staging import transfer
-from stages.staging.item_paths import paths_under
-from stages.staging.staged_call import JOURNAL, UPLOADS, FileState, StagedCall, StagedResult, current_node
+from storage.bucket_fs import connection_options
+from storage.file_tree import matches_any
+from storage.node_transfer import transfer
+from storage.node_transfer.item_paths import paths_under
+from storage.node_transfer.task_call import JOURNAL, UPLOADS, FileState, TaskCall, TaskResult, current_node
 
 
 @dataclass
-class NodeStaging:
+class NodeTransfer:
     """The driver's side, for one stage of an object-store run.
 
     `known` maps the committed input files (relative to `url`) to their sha256, and
@@ -123,7 +123,7 @@ class NodeStaging:
                             if not (self.driver_root / name).is_file()})
 
     # -- before tasks are dispatched --------------------------------------------------------
-    def dispatch(self, function: Callable, items: list[Any]) -> StagedCall:
+    def dispatch(self, function: Callable, items: list[Any]) -> TaskCall:
         """The call to send in place of `function`: it names, for every path under the
         mirror that `items` mention, the files there now (held here or only in the
         bucket), with their digests. This stage's files among them that the driver wrote
@@ -155,7 +155,7 @@ class NodeStaging:
         plan = {rel: tuple(state for path in files if (state := self._state(path)) is not None)
                 + tuple((name, size, digest) for name, (size, digest) in sorted(elsewhere[rel].items()))
                 for rel, files in listed.items()}
-        return StagedCall(function, self.url, str(self.driver_root), self.stage_rel,
+        return TaskCall(function, self.url, str(self.driver_root), self.stage_rel,
                           self.driver_node, plan, folders, self.bulk, connection_options(self.url))
 
     def _push(self, fs, root: str, paths: set[Path]) -> None:
@@ -187,7 +187,7 @@ class NodeStaging:
         but for bulk files, which stay in the bucket (`remote`). A file the task only
         appended to gets those bytes appended here, so that tasks appending to one log
         side by side (fine-tuning tasks' metrics.jsonl) lose none."""
-        if not isinstance(result, StagedResult):
+        if not isinstance(result, TaskResult):
             return result
         if result.uploaded:
             fs, root = transfer.bucket(self.url)
@@ -251,7 +251,7 @@ class NodeStaging:
         folder = transfer.key(root, f"{self.stage_rel}/{UPLOADS}")
         for listing in sorted(fs.glob(f"{folder}/*.json")):  # not tails/, which the lists name
             uploaded = tuple(tuple(entry) for entry in json.loads(fs.cat_file(listing)))
-            self.collect(StagedResult(None, uploaded))
+            self.collect(TaskResult(None, uploaded))
             fs.rm_file(listing)
 
     def forget(self, path: Path) -> None:

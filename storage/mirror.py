@@ -1,8 +1,8 @@
-"""This machine's local staging folder for an object-store location (its "mirror").
+"""This machine's local folder standing for an object-store location (its "mirror").
 
 Kept apart from the object-store code so that the config (which names the mirror as the
 resolved workdir of an s3:// run) imports none of it; in `stages` because a Ray task on
-another node finds its own mirror here too (stages.staging).
+another node finds its own mirror here too (storage.node_transfer).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def mirror_root() -> Path:
-    """Where object-store runs keep their local staging copies: $PRETRAIN_MIRROR, or
+    """Where object-store runs keep their local copies: $PRETRAIN_MIRROR, or
     ~/.cache/pretrain-pipeline/mirror."""
     return Path(os.environ.get("PRETRAIN_MIRROR",
                                Path.home() / ".cache" / "pretrain-pipeline" / "mirror")).expanduser()

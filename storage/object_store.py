@@ -2,7 +2,7 @@
 `manifest.json` exists there and the files it lists are there with their sizes.
 
 Stages keep writing to a local folder: `stage_dir` is this machine's mirror of the stage's
-prefix (stages.mirror.mirror_dir). The store moves bytes at the two moments that
+prefix (storage.mirror.mirror_dir). The store moves bytes at the two moments that
 matter:
 
 - `fetch` before a stage runs: its inputs' finished files are downloaded into the mirror
@@ -21,11 +21,11 @@ resumes from the bucket. A stage's other partial files live in the mirror until 
 commit: a re-run on the same machine resumes from them, one on another machine starts the
 stage over. Its Ray tasks and workers may run on other nodes: they fetch and upload their
 own files, which the driver then gathers into the mirror, but for bulk files, which only
-the bucket keeps (stages.staging.node_staging); the commit skips those already uploaded
+the bucket keeps (storage.node_transfer.driver); the commit skips those already uploaded
 (`in_bucket`) and lists the bulk ones from the tasks' reports (`elsewhere`).
 
 A stage computes only on bytes its manifest names. The mirror records, per file, the
-sha256 it holds with the file's size and mtime then (stages.staging.transfer: written when
+sha256 it holds with the file's size and mtime then (storage.node_transfer.transfer: written when
 a file is fetched, and when the commit uploads it); `fetch` reuses a copy whose record
 still matches, hashes one without a matching record, and downloads (and hashes) the rest.
 `damaged(deep=True)` (`run --verify`, `pretrain verify`) hashes the mirror's copies too,
@@ -35,20 +35,19 @@ bucket's (`removed_copies` says which).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from pipeline.config import ConfigError
-from pipeline.object_lease import ObjectLease, peek_lease
-from pipeline.object_store import ObjectKeys, PreconditionFailed, join, json_bytes, open_bucket
-from pipeline.store import FAILURE, MANIFEST, ArtifactStore, Damage, StageCommitConflict, write_json_atomic
-from stages.file_digest import sha256_file
-from stages.file_tree import matches_any
-from stages.mirror import mirror_dir
-from stages.staging import transfer
+from storage.digest import sha256_file, sha256_stream
+from storage.errors import ConfigError
+from storage.file_tree import matches_any
+from storage.local_store import FAILURE, MANIFEST, Damage, StageCommitConflict, write_json_atomic
+from storage.mirror import mirror_dir
+from storage.node_transfer import transfer
+from storage.object_keys import ObjectKeys, PreconditionFailed, join, json_bytes, open_bucket
+from storage.object_lease import ObjectLease, peek_lease
 
 
 class DamagedInput(ConfigError):
@@ -135,12 +134,9 @@ class ObjectArtifactStore:
                 intact.append(entry)
         if intact:
             def digest(entry):
-                hasher = hashlib.sha256()
                 with self.fs.open(self._key(stage, fingerprint, entry["path"]), "rb",
                                   block_size=8 << 20) as f:
-                    while chunk := f.read(8 << 20):
-                        hasher.update(chunk)
-                return hasher.hexdigest()
+                    return sha256_stream(f)
 
             with ThreadPoolExecutor(max_workers=8) as pool:
                 for entry, value in zip(intact, pool.map(digest, intact)):
@@ -273,7 +269,7 @@ class ObjectArtifactStore:
         broken; it is refused rather than overwriting the first.
 
         `in_bucket` names files already uploaded (by tasks on other nodes,
-        stages.staging.node_staging) with the (size, mtime_ns) of the local copy then:
+        storage.node_transfer.driver) with the (size, mtime_ns) of the local copy then:
         those still unchanged are not uploaded again, and those the stage removed before
         it finished (a scratch folder) are removed from the bucket too.
 
@@ -369,11 +365,3 @@ def _unchanged(local: Path, uploaded: tuple[int, int] | None) -> bool:
         return False
     stat = local.stat()
     return (stat.st_size, stat.st_mtime_ns) == tuple(uploaded)
-
-
-def open_store(location: str | Path, mirror: Path | None = None):
-    """The store at a path (ArtifactStore) or at an object-store URL (s3://bucket/prefix,
-    gs://...)."""
-    if "://" in str(location):
-        return ObjectArtifactStore(str(location), mirror)
-    return ArtifactStore(Path(location))

@@ -11,7 +11,8 @@ Two ways to hold it, chosen by the file system the workdir is on:
   not at all): the lock file is created with O_CREAT|O_EXCL, holds its holder, and a
   thread touches it every HEARTBEAT_SECONDS. A lock whose holder is a dead process on
   this host, or whose heartbeat is older than STALE_SECONDS, is taken over with a
-  warning.
+  warning (the acquire / heartbeat / stale loop is storage.writer_lock's, shared with
+the object lease).
 
 Either way the file records host, pid and start time, so a second driver's error names
 the holder. PRETRAIN_LOCK_MODE=flock|file overrides the choice.
@@ -22,62 +23,18 @@ from __future__ import annotations
 import errno
 import json
 import os
-import socket
-import threading
 import time
-from datetime import datetime
 from pathlib import Path
 
-from pipeline.config import ConfigError
-
-HEARTBEAT_SECONDS = 10.0
-STALE_SECONDS = 60.0
-NETWORK_FILE_SYSTEMS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre",
-                        "fuse.sshfs", "9p", "afs", "gpfs", "beegfs"}
-
-
-class StageLocked(ConfigError):
-    """Another driver is writing this stage directory (exit 2, like a usage mistake)."""
-
-
-def describe_holder(holder: dict | None) -> str:
-    if not holder:
-        return "another process (no holder recorded yet)"
-    since = datetime.fromtimestamp(holder.get("since", 0)).strftime("%Y-%m-%d %H:%M:%S")
-    return f"pid {holder.get('pid')} on host {holder.get('host')} since {since}"
+from storage.mounts import is_network_mount
+from storage.writer_lock import WriterLock, describe_holder
 
 
 def lock_mode(path: Path) -> str:
     forced = os.environ.get("PRETRAIN_LOCK_MODE")
     if forced in ("flock", "file"):
         return forced
-    return "file" if _file_system_type(path) in NETWORK_FILE_SYSTEMS else "flock"
-
-
-def _file_system_type(path: Path) -> str:
-    """The type of the mount that holds `path` (longest mount point prefix in /proc/mounts)."""
-    try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return ""
-    target, best, kind = str(Path(path).resolve()), "", ""
-    for line in mounts:
-        parts = line.split()
-        if len(parts) >= 3:
-            point = parts[1].replace("\\040", " ")
-            if (target == point or target.startswith(point.rstrip("/") + "/")) and len(point) > len(best):
-                best, kind = point, parts[2]
-    return kind
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True
+    return "file" if is_network_mount(path) else "flock"
 
 
 def read_holder(path: Path) -> dict | None:
@@ -88,40 +45,17 @@ def read_holder(path: Path) -> dict | None:
         return None
 
 
-class StageLock:
-    def __init__(self, path: Path, *, what: str, wait: bool = False, echo=print,
-                 poll_seconds: float = 1.0, report_seconds: float = 30.0):
-        self.path = Path(path)
-        self.what = what  # "stage 'ingest' (0123abcd)", for messages
-        self.wait = wait
-        self.echo = echo
-        self.poll_seconds = poll_seconds
-        self.report_seconds = report_seconds
+class StageLock(WriterLock):
+    def __init__(self, path: Path, **options):
+        super().__init__(Path(path), **options)
         self.mode = lock_mode(self.path.parent if self.path.parent.exists() else Path("."))
         self._fd: int | None = None
-        self._stop = threading.Event()
-        self._heartbeat: threading.Thread | None = None
-        self.me = {"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
 
-    # -- acquire / release -------------------------------------------------------------
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        last_report = 0.0
-        while True:
-            holder = self._try_acquire()
-            if holder is None:
-                return
-            if not self.wait:
-                raise StageLocked(
-                    f"{self.what} is being written by {describe_holder(holder)} (lock {self.path}); "
-                    f"wait for that run to finish, stop it, or pass --wait-lock to wait for it")
-            if time.monotonic() - last_report >= self.report_seconds:
-                self.echo(f"waiting for {self.what}: locked by {describe_holder(holder)} ({self.path})")
-                last_report = time.monotonic()
-            time.sleep(self.poll_seconds)
+        super().acquire()
 
     def _try_acquire(self) -> dict | None:
-        """None when we hold the lock now, else the holder's record."""
         return self._try_flock() if self.mode == "flock" else self._try_exclusive_file()
 
     def _try_flock(self) -> dict | None:
@@ -162,8 +96,7 @@ class StageLock:
             json.dump(self.me, f)
             f.flush()
             os.fsync(f.fileno())
-        self._heartbeat = threading.Thread(target=self._beat, name="stage-lock-heartbeat", daemon=True)
-        self._heartbeat.start()
+        self._start_heartbeat()
         return None
 
     def _is_stale(self, holder: dict | None) -> bool:
@@ -171,9 +104,7 @@ class StageLock:
             age = time.time() - self.path.stat().st_mtime
         except FileNotFoundError:
             return True
-        if holder and holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
-            return not pid_alive(holder["pid"])
-        return age > STALE_SECONDS  # another host (or unreadable): only a silent heartbeat says dead
+        return self.is_stale(holder, age)
 
     def _remove_if_unchanged(self, holder: dict | None) -> None:
         # Between our read and this unlink another driver may have taken it over; only
@@ -181,12 +112,12 @@ class StageLock:
         if read_holder(self.path) == holder:
             self.path.unlink(missing_ok=True)
 
-    def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_SECONDS):
-            try:
-                os.utime(self.path)
-            except OSError:
-                pass
+    def _renew(self) -> bool:
+        try:
+            os.utime(self.path)
+        except OSError:
+            pass
+        return True
 
     def release(self) -> None:
         if self._fd is not None:
@@ -196,22 +127,8 @@ class StageLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
-        if self._heartbeat is not None:
-            self._stop.set()
-            self._heartbeat.join()
-            self._heartbeat = None
-            if read_holder(self.path) == self.me:
-                self.path.unlink(missing_ok=True)
-
-    def check_held(self) -> None:
-        """A local lock cannot be lost while its holder lives (the object lease can)."""
-
-    def __enter__(self) -> "StageLock":
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
+        if self._stop_heartbeat() and read_holder(self.path) == self.me:
+            self.path.unlink(missing_ok=True)
 
 
 def peek_holder(path: Path) -> dict | None:

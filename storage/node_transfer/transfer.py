@@ -1,14 +1,14 @@
 """Moving files between a node's mirror and the bucket, and knowing, without reading
 it again, that a local file holds given bytes.
 
-Each node remembers what it fetched or uploaded in `<mirror>/.node-staging/`: per file,
+Each node remembers what it fetched or uploaded in `<mirror>/.node-transfer/`: per file,
 the sha256 of its bytes with the size and mtime the file had then; and in work.jsonl, a
 line per task that ran there (its stage, files fetched and uploaded), to tell where the
 work of a stage went. A file whose size and mtime still match its record holds those
 bytes; any other local file is fetched again. Size alone would not do: a forced re-run
 writes files of the same size with other bytes (retrained weights), and a node must never
 use the old ones. The driver's mirror keeps the same records for what its store fetched
-and committed (pipeline.remote_store): they live beside the stage folders, never in one,
+and committed (storage.object_store): they live beside the stage folders, never in one,
 so no manifest lists them.
 """
 
@@ -20,15 +20,15 @@ import os
 import uuid
 from pathlib import Path
 
-from stages.file_digest import sha256_file
+from storage.digest import sha256_file, sha256_stream
 
-RECORDS = ".node-staging"
+RECORDS = ".node-transfer"
 
 
 def bucket(url: str, options: dict | None = None):
     """(fsspec file system, root path) for the run's bucket URL (with the driver's
-    connection options in a task: stages.bucket_fs.connection_options)."""
-    from stages.bucket_fs import url_filesystem
+    connection options in a task: storage.bucket_fs.connection_options)."""
+    from storage.bucket_fs import url_filesystem
 
     return url_filesystem(url, options)
 
@@ -124,12 +124,8 @@ def starts_with(path: Path, size: int, sha256: str) -> bool:
     """Whether the file's first `size` bytes have that digest (it was only appended to)."""
     if path.stat().st_size < size:
         return False
-    hasher, left = hashlib.sha256(), size
     with open(path, "rb") as f:
-        while left and (chunk := f.read(min(left, 8 << 20))):
-            hasher.update(chunk)
-            left -= len(chunk)
-    return hasher.hexdigest() == sha256
+        return sha256_stream(f, limit=size) == sha256
 
 
 def upload_tail(fs, root: str, local_root: Path, rel: str, offset: int, tail_rel: str) -> tuple[int, str]:

@@ -1,4 +1,4 @@
-"""A task on another node, without a cluster: the task's side of stages.staging runs in
+"""A task on another node, without a cluster: the task's side of storage.node_transfer runs in
 this process with another PRETRAIN_MIRROR (what a second node's workers have), against a
 real S3 server on loopback (moto's, over HTTP; nothing mocked). Its item names the
 driver's files; it must read the right bytes from the bucket, write in a private folder,
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.remote_store import open_store
-from pipeline.store import inventory
-from stages.mirror import mirror_dir
-from stages.staging.node_staging import NodeStaging
-from stages.staging.staged_call import StagedResult
 from stages.tracking import MetricsLog
+from storage.artifact_store import open_store
+from storage.local_store import inventory
+from storage.mirror import mirror_dir
+from storage.node_transfer.driver import NodeTransfer
+from storage.node_transfer.task_call import TaskResult
 from tests.s3_server import make_bucket
 
 TOKENIZER = "tokenizer/fp0/tokenizer.json"
@@ -58,14 +58,14 @@ def run(s3_endpoint, tmp_path, monkeypatch):
     (stage_dir / "train").mkdir()
     (stage_dir / "plan.json").write_text('{"shards": 2}')
     MetricsLog(stage_dir / "metrics.jsonl").log({"stage": "dataset", "started": True})
-    from stages.file_digest import sha256_file
+    from storage.digest import sha256_file
 
-    staging = NodeStaging(url, driver_root, stage_dir, {TOKENIZER: sha256_file(tokenizer)},
+    staging = NodeTransfer(url, driver_root, stage_dir, {TOKENIZER: sha256_file(tokenizer)},
                           _driver_node="driver-node")
     return staging, store, tmp_path / "node"
 
 
-def job(staging: NodeStaging, shard: int) -> PackJob:
+def job(staging: NodeTransfer, shard: int) -> PackJob:
     root = staging.driver_root
     return PackJob(root / TOKENIZER, str(staging.stage_dir / "plan.json"), staging.stage_dir,
                    MetricsLog(staging.stage_dir / "metrics.jsonl"), shard)
@@ -77,7 +77,7 @@ def on_node(monkeypatch, node_mirror: Path, call, item):
         value, uploaded = call.run_elsewhere(item)
     finally:
         monkeypatch.undo()
-    return StagedResult(value, uploaded)
+    return TaskResult(value, uploaded)
 
 
 def test_a_task_elsewhere_reads_through_the_bucket_and_its_files_come_back(run, monkeypatch):
@@ -102,9 +102,9 @@ def test_a_task_elsewhere_reads_through_the_bucket_and_its_files_come_back(run, 
     records = MetricsLog(staging.stage_dir / "metrics.jsonl").read()
     assert [r.get("shard") for r in records] == [None, 0, 1]
     # The tasks' private folders are gone; the node keeps what it fetched and wrote.
-    assert not list(node_root.glob(".node-staging/tasks/*"))
+    assert not list(node_root.glob(".node-transfer/tasks/*"))
     assert (node_root / "dataset/fp1/train/shard-0.bin").is_file()
-    work = [json.loads(line) for line in (node_root / ".node-staging/work.jsonl").read_text().splitlines()]
+    work = [json.loads(line) for line in (node_root / ".node-transfer/work.jsonl").read_text().splitlines()]
     assert [(w["stage"], w["uploaded"]) for w in work] == [("dataset/fp1", 2), ("dataset/fp1", 2)]
     # The second task used the node's copies (the log too: a task's appended lines are not
     # kept in the node's copy, which stays the one both tasks were dispatched with).
@@ -121,7 +121,7 @@ def test_a_node_never_takes_its_old_copy_of_the_same_size_for_the_new_bytes(run,
     new_tokenizer = staging.driver_root / TOKENIZER
     new_tokenizer.write_bytes(b"tokenizer-v3")
     store.fs.put_file(str(new_tokenizer), f"{store.root}/{TOKENIZER}")
-    from stages.file_digest import sha256_file
+    from storage.digest import sha256_file
 
     staging.known[TOKENIZER] = sha256_file(new_tokenizer)
     result = on_node(monkeypatch, node_mirror, staging.dispatch(pack, [item]), item)
@@ -161,7 +161,7 @@ def test_bytes_that_changed_in_the_bucket_after_dispatch_are_refused_by_name(run
 def test_a_task_copies_the_stage_file_it_was_dispatched_with_even_if_the_nodes_copy_moved_on(run, tmp_path):
     """Another task of the node may replace the node's copy between the check and the
     copy into this task's private folder: the copy is checked, and fetched again."""
-    from stages.staging import transfer
+    from storage.node_transfer import transfer
 
     staging, store, _ = run
     plan = staging.stage_dir / "plan.json"
@@ -179,7 +179,7 @@ def test_a_task_copies_the_stage_file_it_was_dispatched_with_even_if_the_nodes_c
 def test_a_training_worker_elsewhere_lists_its_uploads_in_the_bucket_for_the_driver(run, monkeypatch):
     """Ray Train workers return nothing to the driver: what one on another node wrote
     comes back through the list it leaves in the bucket (rank 0's exports, its log)."""
-    import stages.staging.staged_call as staged_call
+    import storage.node_transfer.task_call as staged_call
 
     staging, store, node_mirror = run
     loop_config = {"job": job(staging, 7)}
