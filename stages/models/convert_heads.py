@@ -31,14 +31,14 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from stages.models.bert import Bert
-from stages.models.electra import ElectraForSequenceClassification
-from stages.models.gpt import GPT
+from stages.models.bert.model import Bert
+from stages.models.gpt.model import GPT
 from stages.models.heads import (
-    BertForSequenceClassification, GPTForSequenceClassification, SpanExtractionModel, TokenClassificationModel,
+    BertForSequenceClassification, ElectraForSequenceClassification, GPTForSequenceClassification,
+    SpanExtractionModel, TokenClassificationModel,
 )
 from stages.models.hf_export import _to_hf, has_hf_class
-from stages.models.t5 import T5
+from stages.models.t5.model import T5
 
 SEQUENCE, SPANS, TOKENS = "SequenceClassification", "QuestionAnswering", "TokenClassification"
 _KINDS = {

@@ -34,22 +34,22 @@ import torch
 import torch.nn as nn
 from safetensors.torch import save_file
 
-from stages.models.bert import Bert, BertForPreTraining
-from stages.models.convert import gpt_to_hf_gpt2, hf_gpt2_config, hf_gpt2_to_gpt
-from stages.models.convert_albert import (
+from stages.models.bert.model import Bert, BertForPreTraining
+from stages.models.gpt.convert import gpt_to_hf_gpt2, hf_gpt2_config, hf_gpt2_to_gpt
+from stages.models.bert.convert_albert import (
     albert_config_from_hf, albert_to_hf_albert, hf_albert_config, hf_albert_to_albert,
 )
-from stages.models.convert_bert import bert_config_from_hf, bert_to_hf_bert, hf_bert_config, hf_bert_to_bert
-from stages.models.convert_electra import (
+from stages.models.bert.convert import bert_config_from_hf, bert_to_hf_bert, hf_bert_config, hf_bert_to_bert
+from stages.models.bert.convert_electra import (
     TIED_GENERATOR_NAME, electra_config_from_hf, electra_to_hf_electra, hf_electra_config,
     hf_electra_pretraining_to_electra, hf_electra_to_electra,
 )
-from stages.models.convert_llama import gpt_to_hf_llama, hf_llama_config, hf_llama_to_gpt, llama_config_from_hf
-from stages.models.convert_t5 import hf_t5_config, hf_t5_to_t5, t5_config_from_hf, t5_to_hf_t5
-from stages.models.electra import ElectraForPreTraining, ElectraGenerator
-from stages.models.gpt import GPT, GPTConfig
-from stages.models.t5 import T5
-from stages.models.transformer import Transformer
+from stages.models.gpt.convert_llama import gpt_to_hf_llama, hf_llama_config, hf_llama_to_gpt, llama_config_from_hf
+from stages.models.t5.convert import hf_t5_config, hf_t5_to_t5, t5_config_from_hf, t5_to_hf_t5
+from stages.models.bert.electra import ElectraForPreTraining, ElectraGenerator
+from stages.models.gpt.model import GPT, GPTConfig
+from stages.models.t5.model import T5
+from stages.models.t5.transformer import Transformer
 from stages.models.weights_file import read_weights
 
 HF_CONFIG_NAME = "config.json"

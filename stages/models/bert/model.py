@@ -1,5 +1,5 @@
 """BERT in plain PyTorch (Devlin et al. 2019), weight-compatible with Hugging Face
-`BertForPreTraining` (see `convert_bert.py`).
+`BertForPreTraining` (see `convert.py`).
 
 Post-LayerNorm encoder blocks (`x = norm(x + attn(x))`), learned absolute positions plus
 token-type (segment) embeddings, bidirectional attention with a padding mask, exact
@@ -45,7 +45,7 @@ variant "electra" (Clark et al. 2020) is the encoder of ELECTRA's discriminator 
 post-LN blocks and exact GELU, embeddings E = `embedding_size` wide (unset: hidden_size)
 projected to C only when E != C (Hugging Face's `embeddings_project`), and no pooler
 (`ElectraModel` has none; `forward` returns None for it and classifiers bring their own
-dense layer, `electra.ElectraForSequenceClassification`). `generator_size` and `rtd_weight`
+dense layer, `heads.ElectraForSequenceClassification`). `generator_size` and `rtd_weight`
 shape the pretraining model around it (`generator_shape`, `electra.py`).
 
 Shapes: B batch, T sequence length, C hidden size, E embedding size, V vocabulary size,
@@ -61,9 +61,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from stages.models.attention import SelfAttention, padding_mask
-from stages.models.gpt import IGNORE_INDEX
+from stages.models.gpt.model import IGNORE_INDEX
 from stages.models.mlp import ACTIVATIONS, MLP
-from stages.models.span_boundary import (
+from stages.models.bert.span_boundary import (
     SpanBoundaryHead, SpanBoundaryPredictions, span_boundary_targets,
 )
 

@@ -4,12 +4,12 @@ variant "gpt2" (the default): pre-LayerNorm decoder blocks, learned absolute
 positions, causal self-attention through `scaled_dot_product_attention`, a tanh-GELU MLP
 (GPT-2's "gelu_new"), a final LayerNorm and an LM head tied to the token embedding. The
 layout is GPT-2's, so weights map one-to-one onto Hugging Face `GPT2LMHeadModel` (see
-`stages/models/convert.py`).
+`stages/models/gpt/convert.py`).
 
 variant "llama": the same pre-norm decoder with Llama's parts swapped in: RMSNorm,
 rotary positions (no position embedding), grouped-query attention (num_kv_heads), a
 SwiGLU MLP, no biases and an untied LM head; weights map onto `LlamaForCausalLM` (see
-`stages/models/convert_llama.py`). Module names are shared where the role is shared, so
+`stages/models/gpt/convert_llama.py`). Module names are shared where the role is shared, so
 heads, generation, scorers and checkpointing treat both alike.
 
 The attention and MLP blocks are shared with BERT and T5 (`attention.py`, `mlp.py`).
