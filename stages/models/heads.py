@@ -26,8 +26,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from stages.data.masking import IGNORE_INDEX
 from stages.models.bert.model import Bert, init_bert_weights
-from stages.models.gpt.model import GPT, IGNORE_INDEX
+from stages.models.gpt.model import GPT
 
 
 class GPTForSequenceClassification(nn.Module):

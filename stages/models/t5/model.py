@@ -29,8 +29,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from stages.data.masking import IGNORE_INDEX
 from stages.models.attention import CrossAttention, KVCache, SelfAttention, additive_mask, causal_mask, padding_mask
-from stages.models.gpt.model import IGNORE_INDEX
 from stages.models.mlp import MLP, GatedMLP
 from stages.models.norms import RMSNorm
 from stages.models.positions import RelativePositionBias
