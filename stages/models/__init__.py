@@ -49,8 +49,10 @@ BERT and T5 (same conventions; see each module's docstring):
     bert.convert / bert.convert_albert / bert.convert_electra / t5.convert: state dicts and
         configs to and from Hugging Face
 
-One package per family, its Hugging Face conversion beside the model: gpt/ (GPT-2, Llama),
-bert/ (BERT, ALBERT, ELECTRA, SpanBERT's SBO), t5/ (T5, the original Transformer).
+One package per family, its Hugging Face conversion beside the model (convert*.py: the
+state dicts and configs; hf.py: the family's models as Hugging Face models, for hf_export)
+and its variants' parts in a table (parts.py): gpt/ (GPT-2, Llama), bert/ (BERT, ALBERT,
+ELECTRA, SpanBERT's SBO), t5/ (T5, the original Transformer).
 Blocks shared by the families: attention.py, mlp.py, norms.py, positions.py, heads.py,
 generation.py.
 """
