@@ -1,7 +1,7 @@
 """Decoding throughput (sentences/s) of our batched, KV-cached seq2seq decoding
 (stages.models.generation.generate_seq2seq, what the finetune stage's seq2seq tasks run)
 against transformers' `generate` on the same weights: our T5 converted to a
-T5ForConditionalGeneration (stages.models.convert_t5). Beam 4 with length penalty 0.6
+T5ForConditionalGeneration (stages.models.t5.convert). Beam 4 with length penalty 0.6
 (`generate(num_beams=4, length_penalty=0.6, early_stopping=True)`) and greedy, same
 batches, same max length.
 
@@ -31,7 +31,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from stages.models import T5, T5Config  # noqa: E402
-from stages.models.convert_t5 import hf_t5_config, t5_to_hf_t5  # noqa: E402
+from stages.models.t5.convert import hf_t5_config, t5_to_hf_t5  # noqa: E402
 from stages.models.generation import generate_seq2seq  # noqa: E402
 from stages.tokenizer.config import TokenizerConfig  # noqa: E402
 from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer  # noqa: E402

@@ -15,7 +15,7 @@ from stages.generate.errors import GenerateInputError
 from stages.generate.model_folder import LoadedModel
 from stages.generate.outputs import MaskFill
 from stages.generate.settings import DecodingSettings
-from stages.models.electra import ElectraForPreTraining
+from stages.models.bert.electra import ElectraForPreTraining
 
 DEFAULT_TOP_K = 5
 

@@ -9,7 +9,7 @@ Public API (stable; finetune and pretrain build on it):
     GPTConfig(*, vocab_size, max_seq_len, num_layers=2, hidden_size=128, num_heads=4,
               dropout=0.0, layer_norm_eps=1e-5, variant="gpt2" | "llama",
               num_kv_heads=None, intermediate_size=None, rope_theta=None,
-              tie_word_embeddings=None)   # the last four: llama only (see gpt.py)
+              tie_word_embeddings=None)   # the last four: llama only (see gpt/model.py)
     GPT(config)
         .forward(input_ids, labels=None, attention_mask=None) -> (logits (B,T,V), loss|None)
             labels are shifted inside (position t predicts t+1); -100 = no loss
@@ -25,62 +25,69 @@ Public API (stable; finetune and pretrain build on it):
     save_pretrained(model, directory) -> Path    # model.safetensors + model_config.json
     load_pretrained(directory, device="cpu") -> nn.Module
 
-    stages.models.convert: gpt_to_hf_gpt2(state_dict, num_layers), hf_gpt2_to_gpt(...),
+    stages.models.gpt.convert: gpt_to_hf_gpt2(state_dict, num_layers), hf_gpt2_to_gpt(...),
         hf_gpt2_config(GPTConfig) -> weights and config for Hugging Face GPT2LMHeadModel
-    stages.models.convert_llama: gpt_to_hf_llama(state_dict, config), hf_llama_to_gpt(...),
+    stages.models.gpt.convert_llama: gpt_to_hf_llama(state_dict, config), hf_llama_to_gpt(...),
         hf_llama_config(GPTConfig) -> the same for LlamaForCausalLM (variant llama)
 
 BERT and T5 (same conventions; see each module's docstring):
 
     BertConfig, Bert (encoder + pooler), BertForPreTraining (MLM + NSP heads)
-        variant="albert": ALBERT (factorized embedding_size, share_layers; see bert.py)
-        span_boundary_objective=True: SpanBERT's SBO head (see span_boundary.py)
+        variant="albert": ALBERT (factorized embedding_size, share_layers; see bert/model.py)
+        span_boundary_objective=True: SpanBERT's SBO head (see bert/span_boundary.py)
         variant="electra": ELECTRA's encoder (no pooler); build_model gives
         ElectraForPreTraining (discriminator `.backbone` + generator), fine-tuned with
-        ElectraForSequenceClassification and the token / span heads (see electra.py)
+        ElectraForSequenceClassification and the token / span heads (see bert/electra.py, heads.py)
     T5Config, T5 (encoder-decoder, v1.0 / v1.1)
         variant="transformer": Transformer, the original (Vaswani et al. 2017: post-LN,
-        sinusoidal positions, shared scaled embedding; see transformer.py), same interface
+        sinusoidal positions, shared scaled embedding; see t5/transformer.py), same interface
     heads: BertForSequenceClassification, SpanExtractionModel, TokenClassificationModel
     presets: preset_config(name), build_preset(name)     # gpt2-small ... albert-base ... t5-base, transformer-base, *-debug
     generation: generate(gpt, ...), generate_seq2seq(t5, ...)   # KV-cached decoding
     hf_export: export_hf(model, dir, tokenizer_json), import_hf(dir)
     checkpointing: apply_activation_checkpointing(model)
-    convert_bert / convert_albert / convert_electra / convert_t5: state dicts and configs to and from Hugging Face
+    bert.convert / bert.convert_albert / bert.convert_electra / t5.convert: state dicts and
+        configs to and from Hugging Face
 
-Blocks shared by the families: attention.py, mlp.py, norms.py, positions.py.
+One package per family, its Hugging Face conversion beside the model (convert*.py: the
+state dicts and configs; hf.py: the family's models as Hugging Face models, for hf_export)
+and its variants' parts in a table (parts.py): gpt/ (GPT-2, Llama), bert/ (BERT, ALBERT,
+ELECTRA, SpanBERT's SBO), t5/ (T5, the original Transformer).
+Blocks shared by the families: attention.py, mlp.py, norms.py, positions.py, heads.py,
+generation.py.
 """
 
-from stages.models.bert import Bert, BertConfig, BertForPreTraining
-from stages.models.build import build_model, load_pretrained, save_pretrained
-from stages.models.electra import ElectraForPreTraining, ElectraForSequenceClassification, ElectraGenerator
-from stages.models.gpt import GPT, GPTConfig
-from stages.models.heads import (
-    BertForSequenceClassification,
-    GPTForSequenceClassification,
-    SpanExtractionModel,
-    TokenClassificationModel,
-)
-from stages.models.t5 import T5, T5Config
-from stages.models.transformer import Transformer
+# The re-exports load on first use (PEP 562), so that importing a torch-free submodule such as a
+# family's config does not pull torch in through this package.
+import importlib
 
-__all__ = [
-    "GPT",
-    "Bert",
-    "BertConfig",
-    "BertForPreTraining",
-    "BertForSequenceClassification",
-    "ElectraForPreTraining",
-    "ElectraForSequenceClassification",
-    "ElectraGenerator",
-    "GPTConfig",
-    "GPTForSequenceClassification",
-    "SpanExtractionModel",
-    "T5",
-    "T5Config",
-    "TokenClassificationModel",
-    "Transformer",
-    "build_model",
-    "load_pretrained",
-    "save_pretrained",
-]
+_EXPORTS = {
+    "Bert": "stages.models.bert.model",
+    "BertConfig": "stages.models.bert.model",
+    "BertForPreTraining": "stages.models.bert.model",
+    "ElectraForPreTraining": "stages.models.bert.electra",
+    "ElectraForSequenceClassification": "stages.models.heads",
+    "ElectraGenerator": "stages.models.bert.electra",
+    "GPT": "stages.models.gpt.model",
+    "GPTConfig": "stages.models.gpt.model",
+    "BertForSequenceClassification": "stages.models.heads",
+    "GPTForSequenceClassification": "stages.models.heads",
+    "SpanExtractionModel": "stages.models.heads",
+    "TokenClassificationModel": "stages.models.heads",
+    "T5": "stages.models.t5.model",
+    "T5Config": "stages.models.t5.model",
+    "Transformer": "stages.models.t5.transformer",
+    "build_model": "stages.models.build",
+    "load_pretrained": "stages.models.build",
+    "save_pretrained": "stages.models.build",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value

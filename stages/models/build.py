@@ -30,11 +30,11 @@ from typing import Any
 import torch.nn as nn
 from safetensors.torch import save_model
 
-from stages.models.bert import BertConfig, BertForPreTraining
-from stages.models.electra import ElectraForPreTraining
-from stages.models.gpt import GPT, GPTConfig
-from stages.models.t5 import T5, T5Config
-from stages.models.transformer import Transformer
+from stages.models.bert.model import BertConfig, BertForPreTraining
+from stages.models.bert.electra import ElectraForPreTraining
+from stages.models.gpt.model import GPT, GPTConfig
+from stages.models.t5.model import T5, T5Config
+from stages.models.t5.transformer import Transformer
 from stages.models.weights_file import load_weights_into
 
 WEIGHTS_NAME = "model.safetensors"

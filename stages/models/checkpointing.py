@@ -23,10 +23,10 @@ from collections.abc import Callable
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
-from stages.models.bert import BertBlock
-from stages.models.gpt import Block
-from stages.models.t5 import T5DecoderBlock, T5EncoderBlock
-from stages.models.transformer import TransformerDecoderBlock, TransformerEncoderBlock
+from stages.models.bert.model import BertBlock
+from stages.models.gpt.model import Block
+from stages.models.t5.model import T5DecoderBlock, T5EncoderBlock
+from stages.models.t5.transformer import TransformerDecoderBlock, TransformerEncoderBlock
 
 BLOCK_TYPES: tuple[type[nn.Module], ...] = (Block, BertBlock, T5EncoderBlock, T5DecoderBlock,
                                             TransformerEncoderBlock, TransformerDecoderBlock)

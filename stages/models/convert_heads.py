@@ -1,4 +1,4 @@
-"""Convert a fine-tuned task model (a head of heads.py / electra.py on its backbone, or a
+"""Convert a fine-tuned task model (a head of heads.py on its backbone, or a
 T5 fine-tuned as text to text) to the Hugging Face class that computes the same thing.
 Torch only: transformers is needed to load the result, not to write it.
 
@@ -31,20 +31,22 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from stages.models.bert import Bert
-from stages.models.electra import ElectraForSequenceClassification
-from stages.models.gpt import GPT
+from stages.models.bert.model import Bert
+from stages.models.gpt.model import GPT
 from stages.models.heads import (
-    BertForSequenceClassification, GPTForSequenceClassification, SpanExtractionModel, TokenClassificationModel,
+    BertForSequenceClassification, ElectraForSequenceClassification, GPTForSequenceClassification,
+    SpanExtractionModel, TokenClassificationModel,
 )
 from stages.models.hf_export import _to_hf, has_hf_class
-from stages.models.t5 import T5
+from stages.models.t5.model import T5
 
 SEQUENCE, SPANS, TOKENS = "SequenceClassification", "QuestionAnswering", "TokenClassification"
 _KINDS = {
     BertForSequenceClassification: SEQUENCE, ElectraForSequenceClassification: SEQUENCE,
     GPTForSequenceClassification: SEQUENCE, SpanExtractionModel: SPANS, TokenClassificationModel: TOKENS,
 }
+# config.json's model_type -> the HF base name its task classes start with
+_BASES = {"gpt2": "GPT2", "llama": "Llama", "bert": "Bert", "albert": "Albert", "electra": "Electra"}
 # HF base name -> the attribute its task classes keep the base model in (state dict prefix)
 _PREFIXES = {"Bert": "bert", "Albert": "albert", "Electra": "electra", "GPT2": "transformer", "Llama": "model"}
 # Llama's QA class keeps its model as `transformer` (transformers' backward compatibility)
@@ -95,12 +97,10 @@ def _backbone(backbone: Bert | GPT) -> tuple[str, dict[str, Any], dict[str, torc
     """(HF base name, its config dict, its bare model's state: BertModel's names, GPT2Model's
     without the `transformer.` prefix, LlamaModel's without `model.`; no LM head)."""
     config, state, _ = _to_hf(backbone)
-    if isinstance(backbone, GPT):
-        base = "Llama" if backbone.config.variant == "llama" else "GPT2"
+    base = _BASES[config["model_type"]]
+    if isinstance(backbone, GPT):  # the causal LM's state: keep its bare model's
         stem = _PREFIXES[base] + "."
         state = {name.removeprefix(stem): tensor for name, tensor in state.items() if name.startswith(stem)}
-    else:
-        base = {"bert": "Bert", "albert": "Albert", "electra": "Electra"}[backbone.config.variant]
     return base, config, state
 
 

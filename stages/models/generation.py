@@ -25,8 +25,8 @@ from collections.abc import Callable
 import torch
 import torch.nn as nn
 
-from stages.models.gpt import GPT
-from stages.models.t5 import T5
+from stages.models.gpt.model import GPT
+from stages.models.t5.model import T5
 
 
 def filter_logits(logits: torch.Tensor, *, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:

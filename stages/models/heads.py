@@ -5,6 +5,7 @@
     logits, loss = model(input_ids, attention_mask, labels)   # (B, num_labels), scalar
 
     BertForSequenceClassification(bert, num_labels)   pooled [CLS] -> labels (or 1 = regression)
+    ElectraForSequenceClassification(bert, num_labels) [CLS] -> dense -> GELU -> labels (ELECTRA has no pooler)
     SpanExtractionModel(backbone)                     start/end logits per token (extractive QA)
     TokenClassificationModel(backbone, num_labels)    a label per token (NER, tagging)
 
@@ -25,8 +26,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from stages.models.bert import Bert
-from stages.models.gpt import GPT, IGNORE_INDEX
+from stages.data.masking import IGNORE_INDEX
+from stages.models.bert.model import Bert, init_bert_weights
+from stages.models.gpt.model import GPT
 
 
 class GPTForSequenceClassification(nn.Module):
@@ -105,6 +107,35 @@ class BertForSequenceClassification(nn.Module):
         """Returns (logits (B, num_labels), loss or None)."""
         _, pooled = self.backbone(input_ids, attention_mask, token_type_ids)  # (B, C)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
+        loss = None if labels is None else _classification_loss(logits, labels, self.num_labels)
+        return logits, loss
+
+
+class ElectraForSequenceClassification(nn.Module):
+    """Classification or regression (num_labels == 1, MSE) on an ELECTRA discriminator,
+    as Hugging Face's ElectraForSequenceClassification: [CLS] -> dropout -> dense C -> C
+    -> GELU -> dropout -> out. ELECTRA has no pooler; this head brings the dense layer."""
+
+    def __init__(self, backbone: Bert, num_labels: int, dropout: float | None = None):
+        super().__init__()
+        if num_labels < 1:
+            raise ValueError(f"num_labels must be >= 1 (1 means regression), got {num_labels}")
+        C = backbone.config.hidden_size
+        self.backbone = backbone
+        self.num_labels = num_labels
+        self.dropout = nn.Dropout(backbone.config.dropout if dropout is None else dropout)
+        self.dense = nn.Linear(C, C)  # HF: classifier.dense
+        self.classifier = nn.Linear(C, num_labels)  # HF: classifier.out_proj
+        for module in (self.dense, self.classifier):
+            init_bert_weights(module)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None,
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Returns (logits (B, num_labels), loss or None)."""
+        hidden = self.backbone.hidden_states(input_ids, attention_mask, token_type_ids)  # (B, T, C)
+        x = F.gelu(self.dense(self.dropout(hidden[:, 0])))  # (B, C)
+        logits = self.classifier(self.dropout(x))  # (B, num_labels)
         loss = None if labels is None else _classification_loss(logits, labels, self.num_labels)
         return logits, loss
 

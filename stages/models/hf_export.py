@@ -19,7 +19,8 @@ ElectraForPreTraining with the generator as ElectraForMaskedLM in `<folder>/gene
 ElectraGenerator <-> ElectraForMaskedLM, Bert <-> ElectraModel),
 T5 <-> T5ForConditionalGeneration. Not the
 original Transformer (t5 variant transformer): transformers has no class for it
-(`has_hf_class`), and export_hf refuses it.
+(`has_hf_class`), and export_hf refuses it. Each family converts its own models
+(`gpt/hf.py`, `bert/hf.py`, `t5/hf.py`); this module writes and reads the folders.
 """
 
 from __future__ import annotations
@@ -34,22 +35,14 @@ import torch
 import torch.nn as nn
 from safetensors.torch import save_file
 
-from stages.models.bert import Bert, BertForPreTraining
-from stages.models.convert import gpt_to_hf_gpt2, hf_gpt2_config, hf_gpt2_to_gpt
-from stages.models.convert_albert import (
-    albert_config_from_hf, albert_to_hf_albert, hf_albert_config, hf_albert_to_albert,
-)
-from stages.models.convert_bert import bert_config_from_hf, bert_to_hf_bert, hf_bert_config, hf_bert_to_bert
-from stages.models.convert_electra import (
-    TIED_GENERATOR_NAME, electra_config_from_hf, electra_to_hf_electra, hf_electra_config,
-    hf_electra_pretraining_to_electra, hf_electra_to_electra,
-)
-from stages.models.convert_llama import gpt_to_hf_llama, hf_llama_config, hf_llama_to_gpt, llama_config_from_hf
-from stages.models.convert_t5 import hf_t5_config, hf_t5_to_t5, t5_config_from_hf, t5_to_hf_t5
-from stages.models.electra import ElectraForPreTraining, ElectraGenerator
-from stages.models.gpt import GPT, GPTConfig
-from stages.models.t5 import T5
-from stages.models.transformer import Transformer
+from stages.models.bert.electra import ElectraForPreTraining, ElectraGenerator
+from stages.models.bert.hf import albert_from_hf, bert_from_hf, bert_to_hf, electra_from_hf, is_electra_pretraining
+from stages.models.bert.model import Bert, BertForPreTraining
+from stages.models.gpt.hf import gpt2_from_hf, gpt_to_hf, llama_from_hf
+from stages.models.gpt.model import GPT
+from stages.models.t5.hf import t5_from_hf, t5_to_hf
+from stages.models.t5.model import T5
+from stages.models.t5.transformer import Transformer
 from stages.models.weights_file import read_weights
 
 HF_CONFIG_NAME = "config.json"
@@ -132,35 +125,10 @@ def import_hf(directory: str | Path) -> nn.Module:
     hf_config = json.loads(config_path.read_text())
     state = read_weights(weights_path)  # errors name the file
     model_type = hf_config.get("model_type")
-    if model_type == "gpt2":
-        model = GPT(GPTConfig(
-            vocab_size=hf_config["vocab_size"], max_seq_len=hf_config["n_positions"],
-            num_layers=hf_config["n_layer"], hidden_size=hf_config["n_embd"], num_heads=hf_config["n_head"],
-            dropout=hf_config.get("resid_pdrop", 0.1), layer_norm_eps=hf_config.get("layer_norm_epsilon", 1e-5),
-            intermediate_size=hf_config.get("n_inner"),
-        ))
-        state = hf_gpt2_to_gpt({k if k.startswith(("transformer.", "lm_head")) else f"transformer.{k}": v
-                                for k, v in state.items()}, model.config.num_layers)
-    elif model_type == "llama":
-        config = llama_config_from_hf(hf_config, source=str(config_path))
-        model = GPT(config)
-        state = hf_llama_to_gpt(state, config)
-    elif model_type == "bert":
-        config = bert_config_from_hf(hf_config)
-        pretraining = any(k.startswith("cls.predictions") for k in state)
-        model = BertForPreTraining(config) if pretraining else Bert(config)
-        state = hf_bert_to_bert(state, config.num_layers, backbone_only=not pretraining)
-    elif model_type == "albert":
-        config = albert_config_from_hf(hf_config, source=str(config_path))
-        pretraining = any(k.startswith("predictions.") for k in state)
-        model = BertForPreTraining(config) if pretraining else Bert(config)
-        state = hf_albert_to_albert(state, config, backbone_only=not pretraining)
-    elif model_type == "electra":
-        model, state = _electra_from_hf(directory, hf_config, state)
-    elif model_type == "t5":
-        config = t5_config_from_hf(hf_config)
-        model = T5(config)
-        state = hf_t5_to_t5(state, config)
+    if model_type == "electra":  # its generator may sit in a folder of its own
+        model, state = electra_from_hf(hf_config, state, str(config_path), _electra_generator(directory, state))
+    elif model_type in _FROM_HF:
+        model, state = _FROM_HF[model_type](hf_config, state, str(config_path))
     else:
         raise ValueError(f"{config_path}: model_type {model_type!r} is not supported; "
                          "known: gpt2, llama, bert, albert, electra, t5")
@@ -168,17 +136,17 @@ def import_hf(directory: str | Path) -> nn.Module:
     return model
 
 
-def _electra_from_hf(directory: Path, hf_config: dict[str, Any],
-                     state: dict[str, torch.Tensor]) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    """ElectraForPreTraining (+ generator/) -> ElectraForPreTraining, ElectraForMaskedLM ->
-    ElectraGenerator, ElectraModel -> Bert; the model and its state dict."""
-    source = str(directory / HF_CONFIG_NAME)
-    if any(k.startswith("generator_predictions.") for k in state):
-        config = electra_config_from_hf(hf_config, source)
-        return ElectraGenerator(config), hf_electra_to_electra(state, config, "generator")
-    if not any(k.startswith("discriminator_predictions.") for k in state):
-        config = electra_config_from_hf(hf_config, source)
-        return Bert(config), hf_electra_to_electra(state, config, "model")
+# Hugging Face model_type -> the family's conversion (stages/models/<family>/hf.py)
+_FROM_HF = {"gpt2": gpt2_from_hf, "llama": llama_from_hf, "bert": bert_from_hf, "albert": albert_from_hf,
+            "t5": t5_from_hf}
+
+
+def _electra_generator(directory: Path, state: dict[str, torch.Tensor],
+                       ) -> tuple[dict[str, Any], dict[str, torch.Tensor]] | None:
+    """The generator's config.json dict and weights from `<directory>/generator/` when the
+    folder holds an ElectraForPreTraining (the discriminator); None for the other ELECTRA classes."""
+    if not is_electra_pretraining(state):
+        return None
     generator_dir = directory / ELECTRA_GENERATOR_FOLDER
     if not (generator_dir / HF_CONFIG_NAME).is_file() or not (generator_dir / HF_WEIGHTS_NAME).is_file():
         raise FileNotFoundError(
@@ -186,10 +154,7 @@ def _electra_from_hf(directory: Path, hf_config: dict[str, Any],
             f"(ElectraForMaskedLM: {HF_CONFIG_NAME} + {HF_WEIGHTS_NAME}) in this folder, as export_hf writes "
             "it; put the generator there, or continue pretraining from the discriminator alone with "
             "pretrain.init_from (a fresh generator)")
-    generator_config = json.loads((generator_dir / HF_CONFIG_NAME).read_text())
-    config = electra_config_from_hf(hf_config, source, generator=generator_config)
-    generator_state = read_weights(generator_dir / HF_WEIGHTS_NAME)
-    return ElectraForPreTraining(config), hf_electra_pretraining_to_electra(state, generator_state, config)
+    return json.loads((generator_dir / HF_CONFIG_NAME).read_text()), read_weights(generator_dir / HF_WEIGHTS_NAME)
 
 
 def has_hf_class(model: nn.Module) -> bool:
@@ -205,45 +170,11 @@ def _to_hf(model: nn.Module) -> tuple[dict[str, Any], dict[str, torch.Tensor], l
             "transformers class to export to (T5ForConditionalGeneration has relative positions, RMSNorm "
             "and no biases); keep it in the pipeline's own format (save_pretrained / load_pretrained, the "
             "pretrain stage's model/ folder), which fine-tuning and evaluation read")
-    state = model.state_dict()
-    if isinstance(model, GPT) and model.config.variant == "llama":
-        config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], **hf_llama_config(model.config),
-                  # transformers 5 reads the rotary base here, older versions from rope_theta
-                  "rope_parameters": {"rope_type": "default", "rope_theta": model.config.rope_theta},
-                  # the tokenizer's ids are not Llama's 1 / 2; generation config must not guess
-                  "bos_token_id": None, "eos_token_id": None}
-        tied = ["lm_head.weight"] if model.config.tie_word_embeddings else []
-        return config, gpt_to_hf_llama(state, model.config), tied
     if isinstance(model, GPT):
-        config = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], **hf_gpt2_config(model.config)}
-        if model.config.vocab_size <= 50256:  # GPT2Config defaults to GPT-2's <|endoftext|> id
-            config.update(bos_token_id=None, eos_token_id=None)
-        return config, gpt_to_hf_gpt2(state, model.config.num_layers), ["lm_head.weight"]
-    if isinstance(model, (Bert, ElectraForPreTraining, ElectraGenerator)) and model.config.variant == "electra":
-        part, architecture, tied = {ElectraForPreTraining: ("discriminator", "ElectraForPreTraining", []),
-                                    ElectraGenerator: ("generator", "ElectraForMaskedLM", [TIED_GENERATOR_NAME]),
-                                    Bert: ("model", "ElectraModel", [])}[type(model)]
-        config = {"model_type": "electra", "architectures": [architecture], **hf_electra_config(model.config)}
-        return config, electra_to_hf_electra(state, model.config, part), tied
-    if isinstance(model, (Bert, BertForPreTraining)) and model.config.variant == "albert":
-        backbone_only = isinstance(model, Bert)
-        architecture = "AlbertModel" if backbone_only else "AlbertForPreTraining"
-        config = {"model_type": "albert", "architectures": [architecture], **hf_albert_config(model.config),
-                  # the tokenizer's ids are not ALBERT's [CLS] 2 / [SEP] 3; nothing must guess
-                  "bos_token_id": None, "eos_token_id": None}
-        tied = [] if backbone_only else ["predictions.decoder.weight"]
-        return config, albert_to_hf_albert(state, model.config, backbone_only), tied
-    if isinstance(model, (Bert, BertForPreTraining)):
-        backbone_only = isinstance(model, Bert)
-        architecture = "BertModel" if backbone_only else "BertForPreTraining"
-        config = {"model_type": "bert", "architectures": [architecture], **hf_bert_config(model.config)}
-        tied = [] if backbone_only else ["cls.predictions.decoder.weight"]
-        return config, bert_to_hf_bert(state, model.config.num_layers, backbone_only), tied
+        return gpt_to_hf(model)
+    if isinstance(model, (Bert, BertForPreTraining, ElectraForPreTraining, ElectraGenerator)):
+        return bert_to_hf(model)
     if isinstance(model, T5):
-        config = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], **hf_t5_config(model.config)}
-        tied = ["encoder.embed_tokens.weight", "decoder.embed_tokens.weight"]
-        if model.config.tie_word_embeddings:
-            tied.append("lm_head.weight")
-        return config, t5_to_hf_t5(state, model.config), tied
+        return t5_to_hf(model)
     raise TypeError(f"export_hf supports GPT, Bert, BertForPreTraining, ElectraForPreTraining, ElectraGenerator "
                     f"and T5, got {type(model).__name__}")

@@ -20,10 +20,10 @@ from typing import Any
 
 import torch.nn as nn
 
-from stages.models.bert import BertConfig, BertForPreTraining
+from stages.models.bert.model import BertConfig, BertForPreTraining
 from stages.models.build import model_class
-from stages.models.gpt import GPT, GPTConfig
-from stages.models.t5 import T5, T5Config
+from stages.models.gpt.model import GPT, GPTConfig
+from stages.models.t5.model import T5, T5Config
 from stages.preset_shapes import FIELDS_FROM_DATA, PRESETS, lookup_preset, preset_shape
 
 __all__ = ["FAMILY_MODELS", "FIELDS_FROM_DATA", "PRESETS", "build_preset", "preset_config", "preset_shape"]

@@ -98,12 +98,12 @@ def read_checkpoint_config(folder: Path) -> dict[str, Any]:
 
 
 def _hf_config_reader(model_type: str):
-    from stages.models.convert import gpt_config_from_hf
-    from stages.models.convert_albert import albert_config_from_hf
-    from stages.models.convert_bert import bert_config_from_hf
-    from stages.models.convert_electra import electra_config_from_hf
-    from stages.models.convert_llama import llama_config_from_hf
-    from stages.models.convert_t5 import t5_config_from_hf
+    from stages.models.gpt.convert import gpt_config_from_hf
+    from stages.models.bert.convert_albert import albert_config_from_hf
+    from stages.models.bert.convert import bert_config_from_hf
+    from stages.models.bert.convert_electra import electra_config_from_hf
+    from stages.models.gpt.convert_llama import llama_config_from_hf
+    from stages.models.t5.convert import t5_config_from_hf
 
     return {"gpt2": gpt_config_from_hf, "llama": llama_config_from_hf, "bert": bert_config_from_hf,
             "albert": albert_config_from_hf, "electra": electra_config_from_hf, "t5": t5_config_from_hf}[model_type]

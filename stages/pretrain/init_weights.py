@@ -5,7 +5,7 @@
     fresh = load_initial_weights(model, source)         # names the checkpoint lacks
 
 A Hugging Face checkpoint is converted through the same name maps as export and import
-(stages/models/convert*.py). What it lacks is filled from the freshly initialised model
+(stages/models/gpt/convert*.py). What it lacks is filled from the freshly initialised model
 first, so that a BertModel (MiniLM, sentence-transformers checkpoints) or a
 BertForMaskedLM starts BERT pretraining with new MLM / NSP heads and pooler (ALBERT's
 AlbertModel / AlbertForMaskedLM likewise; ELECTRA's ElectraForPreTraining / ElectraModel
@@ -22,12 +22,12 @@ import torch
 import torch.nn as nn
 
 from stages.models.build import build_model
-from stages.models.convert import gpt_to_hf_gpt2, hf_gpt2_to_gpt
-from stages.models.convert_albert import albert_to_hf_albert, hf_albert_to_albert
-from stages.models.convert_bert import bert_to_hf_bert, hf_bert_to_bert
-from stages.models.convert_electra import electra_to_hf_pretraining, hf_pretraining_to_electra
-from stages.models.convert_llama import gpt_to_hf_llama, hf_llama_to_gpt
-from stages.models.convert_t5 import hf_t5_to_t5, t5_to_hf_t5
+from stages.models.gpt.convert import gpt_to_hf_gpt2, hf_gpt2_to_gpt
+from stages.models.bert.convert_albert import albert_to_hf_albert, hf_albert_to_albert
+from stages.models.bert.convert import bert_to_hf_bert, hf_bert_to_bert
+from stages.models.bert.convert_electra import electra_to_hf_pretraining, hf_pretraining_to_electra
+from stages.models.gpt.convert_llama import gpt_to_hf_llama, hf_llama_to_gpt
+from stages.models.t5.convert import hf_t5_to_t5, t5_to_hf_t5
 from stages.models.weights_file import load_weights_into, read_weights
 
 # family -> (ours -> HF, HF -> ours, HF names tied to another tensor, HF name prefixes a

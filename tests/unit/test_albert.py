@@ -18,7 +18,7 @@ from stages.models import (
     Bert, BertConfig, BertForPreTraining, BertForSequenceClassification, SpanExtractionModel,
     TokenClassificationModel, build_model, load_pretrained, save_pretrained,
 )
-from stages.models.convert_albert import (
+from stages.models.bert.convert_albert import (
     albert_config_from_hf, albert_to_hf_albert, hf_albert_config, hf_albert_to_albert,
 )
 from stages.models.hf_export import export_hf, import_hf

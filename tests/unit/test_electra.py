@@ -16,11 +16,11 @@ import torch
 
 from stages.models import Bert, BertConfig, ElectraForPreTraining, ElectraGenerator, build_model, load_pretrained
 from stages.models import save_pretrained
-from stages.models.convert_electra import (
+from stages.models.bert.convert_electra import (
     electra_config_from_hf, electra_to_hf_electra, electra_to_hf_pretraining, hf_electra_config,
     hf_electra_pretraining_to_electra, hf_electra_to_electra, hf_pretraining_to_electra,
 )
-from stages.models.electra import generator_config
+from stages.models.bert.electra import generator_config
 from stages.models.hf_export import export_hf, import_hf
 from stages.models.presets import build_preset, preset_config
 from stages.pretrain.config import ModelConfig

@@ -19,7 +19,7 @@ from stages.models import (
     Bert, ElectraForPreTraining, ElectraForSequenceClassification, SpanExtractionModel, TokenClassificationModel,
     save_pretrained,
 )
-from stages.models.convert_electra import electra_to_hf_electra, hf_electra_config
+from stages.models.bert.convert_electra import electra_to_hf_electra, hf_electra_config
 from stages.models.presets import preset_config
 from tests.perturb import perturb_
 from tests.pinned import import_pinned

@@ -60,7 +60,7 @@ def test_cached_greedy_generation_equals_uncached_argmax_generation():
 def test_gpt_greedy_matches_hugging_face_generate():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     transformers = import_pinned("transformers")
-    from stages.models.convert import gpt_to_hf_gpt2, hf_gpt2_config
+    from stages.models.gpt.convert import gpt_to_hf_gpt2, hf_gpt2_config
 
     model = tiny_gpt()
     hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(**hf_gpt2_config(GPT_CONFIG), bos_token_id=None,
@@ -118,7 +118,7 @@ def test_kv_cache_reorder_keeps_selected_rows():
 def test_t5_cached_greedy_matches_hugging_face_greedy():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     transformers = import_pinned("transformers")
-    from stages.models.convert_t5 import hf_t5_config, t5_to_hf_t5
+    from stages.models.t5.convert import hf_t5_config, t5_to_hf_t5
 
     model = tiny_t5()
     hf = transformers.T5ForConditionalGeneration(transformers.T5Config(**hf_t5_config(model.config))).eval()

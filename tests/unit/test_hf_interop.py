@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from stages.models import GPT, BertConfig, BertForPreTraining, GPTConfig, T5, T5Config
-from stages.models.convert import gpt_to_hf_gpt2, hf_gpt2_config, hf_gpt2_to_gpt
-from stages.models.convert_bert import bert_config_from_hf, bert_to_hf_bert, hf_bert_config, hf_bert_to_bert
-from stages.models.convert_t5 import hf_t5_config, hf_t5_to_t5, t5_config_from_hf, t5_to_hf_t5
+from stages.models.gpt.convert import gpt_to_hf_gpt2, hf_gpt2_config, hf_gpt2_to_gpt
+from stages.models.bert.convert import bert_config_from_hf, bert_to_hf_bert, hf_bert_config, hf_bert_to_bert
+from stages.models.t5.convert import hf_t5_config, hf_t5_to_t5, t5_config_from_hf, t5_to_hf_t5
 from stages.models.hf_export import export_hf, import_hf
 from stages.models.positions import relative_position_bucket
 from tests.perturb import perturb_

@@ -18,7 +18,7 @@ import torch
 from stages.finetune.model_source import build_task_model
 from stages.models import GPT, Bert, BertConfig, GPTConfig, T5, T5Config
 from stages.models.convert_heads import HfExportRefused, task_model_to_hf
-from stages.models.transformer import Transformer
+from stages.models.t5.transformer import Transformer
 from tests.perturb import perturb_
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

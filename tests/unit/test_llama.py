@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from stages.models import GPT, GPTConfig
-from stages.models.convert_llama import gpt_to_hf_llama, hf_llama_config, hf_llama_to_gpt, llama_config_from_hf
+from stages.models.gpt.convert_llama import gpt_to_hf_llama, hf_llama_config, hf_llama_to_gpt, llama_config_from_hf
 from stages.models.generation import generate
 from stages.models.hf_export import export_hf, import_hf
 from tests.engine_subprocess import run_engine_script

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from stages.models import Bert
-from stages.models.convert_bert import bert_config_from_hf, hf_bert_to_bert
+from stages.models.bert.convert import bert_config_from_hf, hf_bert_to_bert
 from stages.models.hf_export import import_hf
 from tests.pinned import import_pinned
 

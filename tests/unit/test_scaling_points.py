@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from stages.models.gpt import GPT, GPTConfig
+from stages.models.gpt.model import GPT, GPTConfig
 from stages.report.scaling_points import non_embedding_parameters, scaling_points, tokens_trained
 from stages.report.sources import RunSource, StageRecord
 

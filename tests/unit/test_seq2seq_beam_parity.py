@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from stages.models import T5, T5Config
-from stages.models.convert_t5 import hf_t5_config, t5_to_hf_t5
+from stages.models.t5.convert import hf_t5_config, t5_to_hf_t5
 from stages.models.generation import generate_seq2seq
 from tests.pinned import import_pinned
 

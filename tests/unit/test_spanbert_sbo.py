@@ -19,7 +19,7 @@ from pipeline.config import load_config
 from stages.data.loader import ExampleLoader
 from stages.models import BertConfig, BertForPreTraining, build_model, load_pretrained, save_pretrained
 from stages.models.hf_export import export_hf, import_hf
-from stages.models.span_boundary import SBO_MAX_SPAN_TOKENS, span_boundary_targets
+from stages.models.bert.span_boundary import SBO_MAX_SPAN_TOKENS, span_boundary_targets
 from stages.pretrain.config import ModelConfig, PretrainConfig
 from stages.pretrain.objectives import build_objective
 from tests.engine_subprocess import run_engine_script

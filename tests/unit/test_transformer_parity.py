@@ -4,7 +4,7 @@ nn.Embedding scaled by sqrt(d_model), the sinusoidal positional encoding as PyTo
 tutorial writes it, and the output projection tied to the embedding give the same
 logits within 1e-5 (fp32, eval mode), with padded sources and targets and the causal
 mask. nn.Transformer's extra final LayerNorms (encoder.norm, decoder.norm) are
-nn.Identity: the paper's post-LN stacks have none (see stages/models/transformer.py)."""
+nn.Identity: the paper's post-LN stacks have none (see stages/models/t5/transformer.py)."""
 
 from __future__ import annotations
 

@@ -45,8 +45,8 @@ from stages.evaluate.scorers.batching import length_batches, pad_right
 from stages.evaluate.scorers.encoding import encode_pairs, encode_texts, score_fitting
 from stages.evaluate.scorers.token_scores import sum_by_request
 from stages.evaluate.scorers.windows import check_stride, score_chunks
-from stages.models.bert import BertForPreTraining
-from stages.models.electra import ElectraForPreTraining, ElectraGenerator
+from stages.models.bert.model import BertForPreTraining
+from stages.models.bert.electra import ElectraForPreTraining, ElectraGenerator
 
 
 class GenerationNotSupported(ValueError):

@@ -36,7 +36,7 @@ from stages.evaluate.scorers.encoding import cut_at_stops, encode_pairs, encode_
 from stages.evaluate.scorers.shared_prefix import SharedPrefixRow, causal_row, shared_prefix_mask, shared_prefix_row
 from stages.evaluate.scorers.token_scores import sum_by_request
 from stages.evaluate.scorers.windows import check_stride, score_chunks
-from stages.models.gpt import GPT
+from stages.models.gpt.model import GPT
 
 # What one request scores: (row index, the row positions whose logits predict the targets, targets).
 Item = tuple[int, list[int], Sequence[int]]

@@ -47,7 +47,7 @@ from stages.evaluate.scorers.encoding import cut_at_stops, encode_pairs, encode_
 from stages.evaluate.scorers.token_scores import sum_by_request
 from stages.evaluate.scorers.windows import check_stride, score_chunks
 from stages.models.generation import generate_seq2seq
-from stages.models.t5 import T5
+from stages.models.t5.model import T5
 
 
 class T5Scorer:

@@ -19,7 +19,7 @@ class MaskedLM:
     sentence_task; none with "none"): one 2-way prediction per row from the pooled
     [CLS]. Part "sbo" (span_boundary: the model was built with span_boundary_objective):
     the masked tokens predicted again from their span's boundaries
-    (stages/models/span_boundary.py), SpanBERT's loss term. The loss is their sum, as in
+    (stages/models/bert/span_boundary.py), SpanBERT's loss term. The loss is their sum, as in
     BERT and SpanBERT."""
 
     family = "bert"

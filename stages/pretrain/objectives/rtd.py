@@ -1,6 +1,6 @@
 """Replaced-token detection (ELECTRA, Clark et al. 2020) on masked-LM batches.
 
-The model (`stages.models.electra.ElectraForPreTraining`) runs the generator on the
+The model (`stages.models.bert.electra.ElectraForPreTraining`) runs the generator on the
 masked input, samples a replacement for every masked position from its softmax and runs
 the discriminator on the original tokens with those replacements; this objective scores
 both. Any masking of the mlm dataset works (static or dynamic, 80/10/10, whole words,

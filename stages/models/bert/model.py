@@ -1,5 +1,5 @@
 """BERT in plain PyTorch (Devlin et al. 2019), weight-compatible with Hugging Face
-`BertForPreTraining` (see `convert_bert.py`).
+`BertForPreTraining` (see `convert.py`).
 
 Post-LayerNorm encoder blocks (`x = norm(x + attn(x))`), learned absolute positions plus
 token-type (segment) embeddings, bidirectional attention with a padding mask, exact
@@ -45,7 +45,7 @@ variant "electra" (Clark et al. 2020) is the encoder of ELECTRA's discriminator 
 post-LN blocks and exact GELU, embeddings E = `embedding_size` wide (unset: hidden_size)
 projected to C only when E != C (Hugging Face's `embeddings_project`), and no pooler
 (`ElectraModel` has none; `forward` returns None for it and classifiers bring their own
-dense layer, `electra.ElectraForSequenceClassification`). `generator_size` and `rtd_weight`
+dense layer, `heads.ElectraForSequenceClassification`). `generator_size` and `rtd_weight`
 shape the pretraining model around it (`generator_shape`, `electra.py`).
 
 Shapes: B batch, T sequence length, C hidden size, E embedding size, V vocabulary size,
@@ -60,10 +60,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from stages.data.masking import IGNORE_INDEX
 from stages.models.attention import SelfAttention, padding_mask
-from stages.models.gpt import IGNORE_INDEX
+from stages.models.bert.parts import PARTS
 from stages.models.mlp import ACTIVATIONS, MLP
-from stages.models.span_boundary import (
+from stages.models.bert.span_boundary import (
     SpanBoundaryHead, SpanBoundaryPredictions, span_boundary_targets,
 )
 
@@ -214,15 +215,11 @@ class Bert(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.config = config
+        parts = PARTS[config.variant]  # the variant's embedding projection and pooler (parts.py)
         self.embeddings = BertEmbeddings(config)
-        # ALBERT projects even when E == C; ELECTRA only when E != C (BERT has E == C)
-        if config.variant == "albert" or config.embedding_size != config.hidden_size:
-            self.embedding_projection = nn.Linear(config.embedding_size, config.hidden_size)
-        else:
-            self.embedding_projection = None
+        self.embedding_projection = parts.embedding_projection(config)
         self.blocks = nn.ModuleList(build_blocks(config))
-        # ELECTRA's discriminator has no pooler (Hugging Face's ElectraModel neither)
-        self.pooler = None if config.variant == "electra" else nn.Linear(config.hidden_size, config.hidden_size)
+        self.pooler = parts.pooler(config)
         self.apply(init_bert_weights)
 
     def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
@@ -386,13 +383,15 @@ def build_blocks(config: BertConfig) -> list[BertBlock]:
     if config.share_layers == "all":
         return [BertBlock(config)] * config.num_layers
     blocks = [BertBlock(config) for _ in range(config.num_layers)]
-    first = blocks[0]
     for block in blocks[1:]:
-        if config.share_layers == "attention":
-            block.attn, block.attn_norm = first.attn, first.attn_norm
-        elif config.share_layers == "ffn":
-            block.mlp, block.mlp_norm = first.mlp, first.mlp_norm
+        for name in SHARED_SUBLAYERS[config.share_layers]:
+            setattr(block, name, getattr(blocks[0], name))
     return blocks
+
+
+# The modules of BertBlock that the later layers take from the first, per share_layers
+# ("all" shares the whole block: build_blocks repeats it).
+SHARED_SUBLAYERS = {"none": (), "attention": ("attn", "attn_norm"), "ffn": ("mlp", "mlp_norm")}
 
 
 def init_bert_weights(module: nn.Module) -> None:

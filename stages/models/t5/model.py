@@ -1,5 +1,5 @@
 """T5 in plain PyTorch (Raffel et al. 2020), weight-compatible with Hugging Face
-`T5ForConditionalGeneration`, v1.0 and v1.1 layouts (see `convert_t5.py`).
+`T5ForConditionalGeneration`, v1.0 and v1.1 layouts (see `convert.py`).
 
 Encoder-decoder; pre-norm blocks with RMSNorm and no biases anywhere; no absolute
 positions, instead a learned relative position bias (bucketed offsets, one table per
@@ -10,7 +10,7 @@ shared embedding, with the decoder output scaled by hidden_size**-0.5 first (v1.
 a separate matrix without scaling (v1.1, tie_word_embeddings=False).
 
 T5Config also describes the original Transformer (variant="transformer": post-LN,
-sinusoidal positions, biases; `stages/models/transformer.py`), the other model of this
+sinusoidal positions, biases; `stages/models/t5/transformer.py`), the other model of this
 family: same config fields, same interface, so every t5 path trains and decodes it.
 
     model = T5(T5Config(vocab_size=32128))
@@ -29,14 +29,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from stages.data.masking import IGNORE_INDEX
 from stages.models.attention import CrossAttention, KVCache, SelfAttention, additive_mask, causal_mask, padding_mask
-from stages.models.gpt import IGNORE_INDEX
 from stages.models.mlp import MLP, GatedMLP
 from stages.models.norms import RMSNorm
 from stages.models.positions import RelativePositionBias
 
 FEED_FORWARD_KINDS = ("relu", "gated-gelu")
-VARIANTS = ("t5", "transformer")  # transformer: Vaswani et al. 2017 (stages/models/transformer.py)
+VARIANTS = ("t5", "transformer")  # transformer: Vaswani et al. 2017 (stages/models/t5/transformer.py)
 
 
 @dataclass(kw_only=True)

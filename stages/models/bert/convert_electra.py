@@ -29,11 +29,11 @@ from typing import Any
 
 import torch
 
-from stages.models.bert import BertConfig
-from stages.models.convert_bert import _BLOCK_NAMES as BERT_BLOCK_NAMES
-from stages.models.convert_bert import _EMBEDDING_NAMES as BERT_EMBEDDING_NAMES
-from stages.models.convert_bert import hf_bert_config
-from stages.models.electra import generator_config
+from stages.models.bert.model import BertConfig
+from stages.models.bert.convert import _BLOCK_NAMES as BERT_BLOCK_NAMES
+from stages.models.bert.convert import _EMBEDDING_NAMES as BERT_EMBEDDING_NAMES
+from stages.models.bert.convert import hf_bert_config
+from stages.models.bert.electra import generator_config
 
 PARTS = ("discriminator", "generator", "model")
 # BERT's embedding names; ELECTRA has no pooler.
@@ -68,7 +68,7 @@ def _name_pairs(config: BertConfig, part: str) -> list[tuple[str, str | list[str
     (discriminator), ElectraGenerator (generator) or Bert (model); q/k/v as a list."""
     if config.variant != "electra":
         raise ValueError(f"convert_electra converts variant 'electra' BERTs, got {config.variant!r}; "
-                         "BERT ones convert with stages.models.convert_bert")
+                         "BERT ones convert with stages.models.bert.convert")
     if part not in PARTS:
         raise ValueError(f"part must be one of {PARTS}, got {part!r}")
     ours_prefix, hf_prefix = ("", "") if part == "model" else ("backbone.", "electra.")

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from stages.models.gpt import GPTConfig
+from stages.models.gpt.model import GPTConfig
 
 # (our name, HF name) for tensors that convert one to one.
 _GLOBAL_NAMES = [
@@ -139,4 +139,4 @@ def llama_config_from_hf(hf_config: dict[str, Any], source: str = "config.json")
 def _check_llama(config: GPTConfig) -> None:
     if config.variant != "llama":
         raise ValueError(f"convert_llama converts variant 'llama' GPTs, got {config.variant!r}; "
-                         "GPT-2 ones convert with stages.models.convert")
+                         "GPT-2 ones convert with stages.models.gpt.convert")

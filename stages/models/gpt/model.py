@@ -4,12 +4,12 @@ variant "gpt2" (the default): pre-LayerNorm decoder blocks, learned absolute
 positions, causal self-attention through `scaled_dot_product_attention`, a tanh-GELU MLP
 (GPT-2's "gelu_new"), a final LayerNorm and an LM head tied to the token embedding. The
 layout is GPT-2's, so weights map one-to-one onto Hugging Face `GPT2LMHeadModel` (see
-`stages/models/convert.py`).
+`stages/models/gpt/convert.py`).
 
-variant "llama": the same pre-norm decoder with Llama's parts swapped in: RMSNorm,
+variant "llama": the same pre-norm decoder with Llama's parts swapped in (`parts.py`): RMSNorm,
 rotary positions (no position embedding), grouped-query attention (num_kv_heads), a
 SwiGLU MLP, no biases and an untied LM head; weights map onto `LlamaForCausalLM` (see
-`stages/models/convert_llama.py`). Module names are shared where the role is shared, so
+`stages/models/gpt/convert_llama.py`). Module names are shared where the role is shared, so
 heads, generation, scorers and checkpointing treat both alike.
 
 The attention and MLP blocks are shared with BERT and T5 (`attention.py`, `mlp.py`).
@@ -37,12 +37,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from stages.data.masking import IGNORE_INDEX
 from stages.models.attention import KVCache, SelfAttention
-from stages.models.mlp import MLP, GatedMLP
-from stages.models.norms import RMSNorm
-from stages.models.positions import RotaryEmbedding
+from stages.models.gpt.parts import PARTS, DecoderParts
 
-IGNORE_INDEX = -100  # label value that contributes no loss (Hugging Face convention)
 VARIANTS = ("gpt2", "llama")
 
 
@@ -124,29 +122,16 @@ def _largest_divisor_at_most(n: int, k: int) -> int:
     return max(d for d in range(1, min(n, k) + 1) if n % d == 0)
 
 
-def build_norm(config: GPTConfig) -> nn.Module:
-    if config.variant == "llama":
-        return RMSNorm(config.hidden_size, eps=config.layer_norm_eps)
-    return nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-
-
-def build_mlp(config: GPTConfig) -> nn.Module:
-    if config.variant == "llama":
-        return GatedMLP(config.hidden_size, config.intermediate_size, activation="silu", dropout=config.dropout)
-    # tanh GELU is GPT-2's activation; exact GELU would break Hugging Face parity
-    return MLP(config.hidden_size, config.intermediate_size, activation="gelu_new", dropout=config.dropout)
-
-
 class Block(nn.Module):
     """Pre-norm residual block: normalise, transform, add back."""
 
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, parts: DecoderParts):
         super().__init__()
-        self.attn_norm = build_norm(config)
+        self.attn_norm = parts.norm(config)
         self.attn = SelfAttention(config.hidden_size, config.num_heads, num_kv_heads=config.num_kv_heads,
-                                  bias=config.variant == "gpt2", dropout=config.dropout)
-        self.mlp_norm = build_norm(config)
-        self.mlp = build_mlp(config)
+                                  bias=parts.attention_bias, dropout=config.dropout)
+        self.mlp_norm = parts.norm(config)
+        self.mlp = parts.mlp(config)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None,
                 kv_cache: KVCache | None = None,
@@ -164,17 +149,13 @@ class GPT(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.config = config
+        parts = PARTS[config.variant]  # the variant's norm, MLP, biases and positions (parts.py)
         self.token_embedding = nn.Embedding(config.vocab_size, config.hidden_size)
         # Positions: a learned table (gpt2) or rotations of queries and keys (llama).
-        self.position_embedding = None
-        self.rotary = None
-        if config.variant == "llama":
-            self.rotary = RotaryEmbedding(config.head_size, base=config.rope_theta)
-        else:
-            self.position_embedding = nn.Embedding(config.max_seq_len, config.hidden_size)
+        self.position_embedding, self.rotary = parts.positions(config)
         self.embedding_dropout = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList([Block(config) for _ in range(config.num_layers)])
-        self.final_norm = build_norm(config)
+        self.blocks = nn.ModuleList([Block(config, parts) for _ in range(config.num_layers)])
+        self.final_norm = parts.norm(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             # Weight tying: the output projection reuses the input embedding matrix (GPT-2).

@@ -36,7 +36,7 @@ from typing import NamedTuple
 import torch
 import torch.nn as nn
 
-from stages.models.gpt import IGNORE_INDEX
+from stages.data.masking import IGNORE_INDEX
 from stages.models.mlp import ACTIVATIONS
 
 # Rows of the relative position table p: how far into a span SBO predicts. A module

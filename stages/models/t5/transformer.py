@@ -20,7 +20,7 @@ LayerNorm, and the paper has none. `torch.nn.Transformer` adds one to each stack
 replaces by `nn.Identity`; with it, this module equals `nn.Transformer` (norm_first=False,
 ReLU) plus a scaled `nn.Embedding`, these positions and the tied projection.
 
-The interface is T5's (`stages/models/t5.py`), so span-corruption pretraining, text-to-text
+The interface is T5's (`stages/models/t5/model.py`), so span-corruption pretraining, text-to-text
 fine-tuning, KV-cached generation and the evaluate stage's t5 scorer use it unchanged:
 
     model = Transformer(T5Config(variant="transformer", vocab_size=37000, hidden_size=512,
@@ -45,7 +45,7 @@ import torch.nn as nn
 from stages.models.attention import CrossAttention, KVCache, SelfAttention, additive_mask, padding_mask
 from stages.models.mlp import MLP
 from stages.models.positions import sinusoidal_positions
-from stages.models.t5 import T5, T5Config
+from stages.models.t5.model import T5, T5Config
 
 
 def _attention_kwargs(config: T5Config) -> dict:

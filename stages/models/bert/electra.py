@@ -41,9 +41,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from stages.models.bert import Bert, BertConfig, BertEmbeddings, BertForPreTraining, init_bert_weights
-from stages.models.gpt import IGNORE_INDEX
-from stages.models.heads import _classification_loss
+from stages.data.masking import IGNORE_INDEX
+from stages.models.bert.model import Bert, BertConfig, BertEmbeddings, BertForPreTraining, init_bert_weights
 from stages.models.mlp import ACTIVATIONS
 
 
@@ -159,35 +158,6 @@ class ElectraForPreTraining(nn.Module):
         n = self.num_parameters(exclude_position_embedding=True)
         widths = self.config.hidden_size + self.generator.config.hidden_size
         return 6 * n + 12 * self.config.num_layers * widths * seq_len
-
-
-class ElectraForSequenceClassification(nn.Module):
-    """Classification or regression (num_labels == 1, MSE) on an ELECTRA discriminator,
-    as Hugging Face's ElectraForSequenceClassification: [CLS] -> dropout -> dense C -> C
-    -> GELU -> dropout -> out. ELECTRA has no pooler; this head brings the dense layer."""
-
-    def __init__(self, backbone: Bert, num_labels: int, dropout: float | None = None):
-        super().__init__()
-        if num_labels < 1:
-            raise ValueError(f"num_labels must be >= 1 (1 means regression), got {num_labels}")
-        C = backbone.config.hidden_size
-        self.backbone = backbone
-        self.num_labels = num_labels
-        self.dropout = nn.Dropout(backbone.config.dropout if dropout is None else dropout)
-        self.dense = nn.Linear(C, C)  # HF: classifier.dense
-        self.classifier = nn.Linear(C, num_labels)  # HF: classifier.out_proj
-        for module in (self.dense, self.classifier):
-            init_bert_weights(module)
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                labels: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None,
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Returns (logits (B, num_labels), loss or None)."""
-        hidden = self.backbone.hidden_states(input_ids, attention_mask, token_type_ids)  # (B, T, C)
-        x = F.gelu(self.dense(self.dropout(hidden[:, 0])))  # (B, C)
-        logits = self.classifier(self.dropout(x))  # (B, num_labels)
-        loss = None if labels is None else _classification_loss(logits, labels, self.num_labels)
-        return logits, loss
 
 
 @torch.no_grad()

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from stages.models.bert import BertConfig
-from stages.models.convert_bert import hf_bert_config
+from stages.models.bert.model import BertConfig
+from stages.models.bert.convert import hf_bert_config
 
 _EMBEDDING_NAMES = [
     ("embeddings.word_embedding.weight", "embeddings.word_embeddings.weight"),
@@ -65,7 +65,7 @@ _GROUPS = {"all": lambda num_layers: 1, "none": lambda num_layers: num_layers}
 def _num_groups(config: BertConfig) -> int:
     if config.variant != "albert":
         raise ValueError(f"convert_albert converts variant 'albert' BERTs, got {config.variant!r}; "
-                         "BERT ones convert with stages.models.convert_bert")
+                         "BERT ones convert with stages.models.bert.convert")
     if config.share_layers not in _GROUPS:
         raise ValueError(
             f"share_layers={config.share_layers!r} has no Hugging Face ALBERT layout (AlbertModel shares "
