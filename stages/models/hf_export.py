@@ -47,7 +47,8 @@ from stages.models.bert.convert_electra import (
 from stages.models.gpt.convert_llama import gpt_to_hf_llama, hf_llama_config, hf_llama_to_gpt, llama_config_from_hf
 from stages.models.t5.convert import hf_t5_config, hf_t5_to_t5, t5_config_from_hf, t5_to_hf_t5
 from stages.models.bert.electra import ElectraForPreTraining, ElectraGenerator
-from stages.models.gpt.model import GPT, GPTConfig
+from stages.models.gpt.config import GPTConfig
+from stages.models.gpt.model import GPT
 from stages.models.t5.model import T5
 from stages.models.t5.transformer import Transformer
 from stages.models.weights_file import read_weights

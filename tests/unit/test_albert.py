@@ -22,8 +22,9 @@ from stages.models.bert.convert_albert import (
     albert_config_from_hf, albert_to_hf_albert, hf_albert_config, hf_albert_to_albert,
 )
 from stages.models.hf_export import export_hf, import_hf
-from stages.models.presets import build_preset, preset_config
-from stages.pretrain.config import ModelConfig
+from stages.models.build import build_preset
+from stages.models.config import preset_config
+from stages.pretrain.model_config import ModelConfig
 from stages.pretrain.objectives import MaskedLM
 from tests.engine_subprocess import run_engine_script
 from tests.perturb import perturb_
@@ -218,7 +219,7 @@ def test_pretrain_model_keys_variant_albert_and_presets():
     preset = ModelConfig(preset="albert-base", num_layers=2).architecture()
     assert (preset["variant"], preset["embedding_size"], preset["share_layers"], preset["num_layers"]) == (
         "albert", 128, "all", 2)
-    with pytest.raises(ValueError, match="embedding_size, share_layers apply to variant: albert only"):
+    with pytest.raises(ValueError, match="embedding_size, share_layers apply to variant 'albert' only"):
         ModelConfig(family="bert", hidden_size=64, num_heads=4, embedding_size=32, share_layers="all")
     with pytest.raises(ValueError, match="variant='albert' is not a 'gpt' variant"):
         ModelConfig(family="gpt", variant="albert")
@@ -272,7 +273,7 @@ ENGINE_SCRIPT = r"""
 import json, torch
 import torch.distributed as dist
 from stages.models import BertForPreTraining
-from stages.models.presets import preset_config
+from stages.models.config import preset_config
 from stages.pretrain.objectives import MaskedLM
 from stages.training.engine import full_fp32_state_dict
 from tests.engine_subprocess import train_steps

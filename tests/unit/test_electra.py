@@ -22,8 +22,9 @@ from stages.models.bert.convert_electra import (
 )
 from stages.models.bert.electra import generator_config
 from stages.models.hf_export import export_hf, import_hf
-from stages.models.presets import build_preset, preset_config
-from stages.pretrain.config import ModelConfig
+from stages.models.build import build_preset
+from stages.models.config import preset_config
+from stages.pretrain.model_config import ModelConfig
 from tests.perturb import perturb_
 from tests.pinned import import_pinned
 
@@ -226,10 +227,10 @@ def test_pretrain_model_keys_variant_electra_and_presets():
 
 
 @pytest.mark.parametrize(("keys", "message"), [
-    (dict(family="bert", generator_size=0.5), "generator_size apply to variant: electra only"),
-    (dict(family="bert", variant="albert", rtd_weight=10), "rtd_weight apply to variant: electra only"),
+    (dict(family="bert", generator_size=0.5), "generator_size apply to variant 'electra' only"),
+    (dict(family="bert", variant="albert", rtd_weight=10), "rtd_weight apply to variant 'electra' only"),
     (dict(family="gpt", variant="electra"), "variant='electra' is not a 'gpt' variant"),
-    (dict(family="bert", variant="electra", share_layers="all"), "share_layers apply to variant: albert only"),
+    (dict(family="bert", variant="electra", share_layers="all"), "share_layers apply to variant 'albert' only"),
     (dict(family="bert", variant="electra", hidden_size=64, num_heads=8, generator_size=0.3),
      "generator_size=0.3 gives ELECTRA's generator hidden size 19 and 2 heads"),
     (dict(family="bert", variant="electra", span_boundary_objective=True), "span_boundary_objective is a head"),
@@ -245,13 +246,13 @@ def test_bert_config_checks_and_eval_tasks():
 
     with pytest.raises(ValueError, match="generator_size, rtd_weight apply to variant 'electra' only"):
         BertConfig(vocab_size=VOCAB, generator_size=0.5, rtd_weight=1.0)
-    with pytest.raises(ValueError, match="share_layers applies to variant 'albert' only"):
+    with pytest.raises(ValueError, match="share_layers apply to variant 'albert' only"):
         BertConfig(variant="electra", vocab_size=VOCAB, share_layers="all")
     with pytest.raises(ValueError, match="generator hidden size 19"):
         BertConfig(variant="electra", vocab_size=VOCAB, hidden_size=64, num_heads=8, generator_size=0.3)
     with pytest.raises(ValueError, match="rtd_weight must be > 0"):
         BertConfig(variant="electra", vocab_size=VOCAB, rtd_weight=0.0)
-    with pytest.raises(ValueError, match="span_boundary_objective is a head of BertForPreTraining"):
+    with pytest.raises(ValueError, match="span_boundary_objective is a head of the BERT pretraining model"):
         ElectraForPreTraining(BertConfig(variant="electra", vocab_size=VOCAB, span_boundary_objective=True))
     with pytest.raises(ValueError, match="masked-LM head, which ELECTRA's discriminator does not have"):
         PretrainConfig(model={"family": "bert", "variant": "electra"}, eval_tasks=["piqa"])

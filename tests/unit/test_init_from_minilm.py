@@ -14,7 +14,7 @@ import os
 import pytest
 import torch
 
-from stages.pretrain.config import ModelConfig
+from stages.pretrain.model_config import ModelConfig
 from stages.pretrain.init_from import resolve_init_source
 from stages.pretrain.init_weights import build_initial_model, load_initial_weights
 from tests.pinned import import_pinned

@@ -9,7 +9,7 @@ import torch
 
 from pipeline.config import ConfigError, load_config
 from stages.models import BertForPreTraining, T5, build_model, load_pretrained, save_pretrained
-from stages.pretrain.config import ModelConfig
+from stages.pretrain.model_config import ModelConfig
 
 CONFIG = "name: t\ningest:\n  sources:\n    - path: corpus/*.txt\npretrain:\n  model:\n"
 
@@ -38,7 +38,7 @@ def test_a_field_of_another_family_is_refused_with_file_line_and_key(tmp_path):
 def test_build_save_and_load_round_trip(tmp_path, family):
     torch.manual_seed(0)
     section = ModelConfig(family=family, num_layers=1, hidden_size=32, num_heads=2, dropout=0.1)
-    model = build_model(section, vocab_size=50, max_seq_len=16, pad_token_id=3, eos_token_id=4,
+    model = build_model(section.architecture(), vocab_size=50, max_seq_len=16, pad_token_id=3, eos_token_id=4,
                         decoder_start_token_id=3)
     assert type(model) is {"bert": BertForPreTraining, "t5": T5}[family]
     assert model.config.pad_token_id == 3

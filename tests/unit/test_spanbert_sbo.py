@@ -20,7 +20,8 @@ from stages.data.loader import ExampleLoader
 from stages.models import BertConfig, BertForPreTraining, build_model, load_pretrained, save_pretrained
 from stages.models.hf_export import export_hf, import_hf
 from stages.models.bert.span_boundary import SBO_MAX_SPAN_TOKENS, span_boundary_targets
-from stages.pretrain.config import ModelConfig, PretrainConfig
+from stages.pretrain.config import PretrainConfig
+from stages.pretrain.model_config import ModelConfig
 from stages.pretrain.objectives import build_objective
 from tests.engine_subprocess import run_engine_script
 from tests.unit.test_dataset_objectives import build, make_corpus, make_tokenizer
@@ -163,7 +164,7 @@ def test_sbo_trains_on_static_and_dynamic_span_datasets(span_datasets, masking):
     index = json.loads((dataset_dir / "index.json").read_text())
     torch.manual_seed(0)
     model = build_model(ModelConfig(family="bert", num_layers=1, hidden_size=32, num_heads=2,
-                                    span_boundary_objective=True),
+                                    span_boundary_objective=True).architecture(),
                         vocab_size=index["vocab_size"], max_seq_len=64, pad_token_id=index["pad_id"])
     objective = build_objective(index, "bert", span_boundary=True)
     batch = next(ExampleLoader(dataset_dir, "train", 16, seed=0))
@@ -247,7 +248,7 @@ def test_config_errors_and_fingerprints():
         BertConfig(**SMALL, span_boundary_objective="yes")
     on = ModelConfig(family="bert", span_boundary_objective=True)
     assert on.architecture()["span_boundary_objective"] is True
-    assert isinstance(build_model(on, vocab_size=50, max_seq_len=16).sbo, torch.nn.Module)
+    assert isinstance(build_model(on.architecture(), vocab_size=50, max_seq_len=16).sbo, torch.nn.Module)
     # Unset or off: the pretrain section dumps (and fingerprints) as before the key existed
     before = PretrainConfig(model={"family": "bert"}).model_dump(mode="json")
     assert "span_boundary_objective" not in before["model"]

@@ -41,7 +41,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from stages.models.bert.model import Bert, BertConfig, BertEmbeddings, BertForPreTraining, init_bert_weights
+from stages.models.bert.config import BertConfig
+from stages.models.bert.model import Bert, BertEmbeddings, BertForPreTraining, init_bert_weights
 from stages.models.gpt.model import IGNORE_INDEX
 from stages.models.mlp import ACTIVATIONS
 
