@@ -23,7 +23,7 @@ class GPTConfig:
     num_heads: int = 4
     dropout: float = 0.0
     layer_norm_eps: float = 1e-5  # LayerNorm's (gpt2) or RMSNorm's (llama) epsilon
-    variant: str = "gpt2"  # "gpt2" | "llama" (see the module docstring)
+    variant: str = "gpt2"  # "gpt2" | "llama" (see model.py's docstring)
     # The fields below are resolved in __post_init__ when unset (None):
     num_kv_heads: int | None = None  # llama: key/value heads (grouped-query attention); = num_heads
     intermediate_size: int | None = None  # MLP inner width; gpt2: 4C, llama: llama_intermediate_size(C)
