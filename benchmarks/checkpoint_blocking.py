@@ -61,7 +61,7 @@ def train_loop(config: dict) -> None:
 
     from stages.models import build_model
     from stages.pretrain.config import PretrainConfig
-    from stages.pretrain.model_config import ModelConfig
+    from stages.pretrain.model_config import model_config
     from stages.pretrain.objectives import CausalLM
     from stages.training.async_checkpoint import open_checkpointer
     from stages.training.engine import create_engine, optimizer_step
@@ -77,7 +77,7 @@ def train_loop(config: dict) -> None:
             for asynchronous in (False, True):
                 run_index += 1
                 torch.manual_seed(0)
-                model_cfg = ModelConfig(**model_fields)
+                model_cfg = model_config(**model_fields)
                 model = build_model(model_cfg.architecture(), vocab_size=vocab, max_seq_len=config["seq_len"])
                 num_parameters = model.num_parameters()  # before ZeRO-3 partitions it
                 cfg = PretrainConfig(model=model_cfg, micro_batch_size=config["batch"], zero_stage=zero,

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_serializer, model_validator
 
 from stages.evaluate.spec import builtin_task_names, check_task_list, resolve_task_spec
 from stages.pretrain.model_config import ModelConfig
+from stages.pretrain.model_families import GptModelConfig
 from stages.section import Section
 
 
@@ -81,7 +82,7 @@ BERT_SAMPLE_CANDIDATES = 5
 
 
 class PretrainConfig(Section):
-    model: ModelConfig = Field(default_factory=ModelConfig, description="model architecture")
+    model: ModelConfig = Field(default_factory=GptModelConfig, description="model architecture")
     init_from: str | None = Field(
         None, description="continued pretraining: start from this checkpoint folder, a Hugging Face "
         "one (config.json + model.safetensors or pytorch_model.bin: GPT-2, BERT, T5) or a pretrain "

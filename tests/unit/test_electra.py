@@ -24,7 +24,7 @@ from stages.models.bert.electra import generator_config
 from stages.models.hf_export import export_hf, import_hf
 from stages.models.build import build_preset
 from stages.models.config import preset_config
-from stages.pretrain.model_config import ModelConfig
+from stages.pretrain.model_config import model_config
 from tests.perturb import perturb_
 from tests.pinned import import_pinned
 
@@ -211,7 +211,7 @@ def test_preset_parameter_counts_match_the_paper_and_transformers(name, expected
 
 
 def test_pretrain_model_keys_variant_electra_and_presets():
-    electra = ModelConfig(family="bert", variant="electra", hidden_size=64, num_heads=4, embedding_size=32,
+    electra = model_config(family="bert", variant="electra", hidden_size=64, num_heads=4, embedding_size=32,
                           rtd_weight=20).architecture()
     assert electra == {"family": "bert", "num_layers": 2, "hidden_size": 64, "num_heads": 4, "dropout": 0.0,
                        "layer_norm_eps": 1e-12, "intermediate_size": 256, "variant": "electra",
@@ -219,11 +219,11 @@ def test_pretrain_model_keys_variant_electra_and_presets():
     model = build_model(electra, vocab_size=VOCAB, max_seq_len=16)
     assert type(model) is ElectraForPreTraining
     assert (model.config.generator_size, model.config.rtd_weight, model.config.hidden_act) == (0.25, 20, "gelu")
-    preset = ModelConfig(preset="electra-base", num_layers=2).architecture()
+    preset = model_config(preset="electra-base", num_layers=2).architecture()
     assert (preset["variant"], preset["embedding_size"], preset["generator_size"], preset["num_layers"]) == (
         "electra", 768, 1 / 3, 2)
     # the new keys stay out of other models' dumps (their fingerprints)
-    assert "generator_size" not in ModelConfig(family="bert").model_dump()
+    assert "generator_size" not in model_config(family="bert").model_dump()
 
 
 @pytest.mark.parametrize(("keys", "message"), [
@@ -238,7 +238,7 @@ def test_pretrain_model_keys_variant_electra_and_presets():
 ])
 def test_pretrain_model_keys_are_checked(keys, message):
     with pytest.raises(ValueError, match=message):
-        ModelConfig(**keys)
+        model_config(**keys)
 
 
 def test_bert_config_checks_and_eval_tasks():
@@ -266,7 +266,7 @@ def test_init_from_an_electra_discriminator_folder_starts_with_a_fresh_generator
     discriminator, _ = hf_pair(NARROW)
     discriminator.save_pretrained(tmp_path)
     index = {"vocab_size": VOCAB, "seq_len": 32}
-    source = resolve_init_source(str(tmp_path), ModelConfig(family="bert"), index, tmp_path / "index.json")
+    source = resolve_init_source(str(tmp_path), model_config(family="bert"), index, tmp_path / "index.json")
     assert source["architecture"]["variant"] == "electra" and source["architecture"]["embedding_size"] == 16
     model = build_initial_model(source, token_ids={})
     fresh = load_initial_weights(model, source)
@@ -279,5 +279,5 @@ def test_init_from_an_electra_discriminator_folder_starts_with_a_fresh_generator
     # the generator reads the checkpoint's embeddings: they are the discriminator's
     assert model.generator.backbone.embeddings.word_embedding.weight is model.backbone.embeddings.word_embedding.weight
     with pytest.raises(ValueError, match="pretrain.model.embedding_size=64 but .* has embedding_size=16"):
-        resolve_init_source(str(tmp_path), ModelConfig(family="bert", variant="electra", embedding_size=64),
+        resolve_init_source(str(tmp_path), model_config(family="bert", variant="electra", embedding_size=64),
                             index, tmp_path / "index.json")

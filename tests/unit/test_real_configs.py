@@ -20,7 +20,7 @@ from pipeline.planner import plan
 from stages.models.build import padded_vocab_size
 from stages.models.config import preset_shape
 from stages.pretrain.config import PretrainConfig
-from stages.pretrain.model_config import ModelConfig
+from stages.pretrain.model_config import model_config
 from tests.engine_subprocess import run_engine_script
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -74,7 +74,7 @@ def test_keys_next_to_a_preset_override_it_and_the_rest_come_from_it(tmp_path):
     assert architecture["relative_attention_num_buckets"] == 32  # a preset field with no config key
     assert "vocab_size" not in architecture and "max_seq_len" not in architecture  # from the data
     # What the training workers get back (a dump, every key present) resolves the same.
-    assert ModelConfig.model_validate(model.model_dump()).architecture() == architecture
+    assert model_config(**model.model_dump()).architecture() == architecture
     assert PretrainConfig.model_validate({"model": {"preset": "bert-base", "family": "bert"}}).model.hidden_size == 768
 
 

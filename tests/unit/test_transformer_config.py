@@ -13,7 +13,7 @@ from stages.models import T5, T5Config, Transformer, build_model, load_pretraine
 from stages.models.hf_export import export_hf, has_hf_class
 from stages.models.build import build_preset
 from stages.models.config import preset_config
-from stages.pretrain.model_config import ModelConfig
+from stages.pretrain.model_config import model_config
 
 SMALL = dict(family="t5", variant="transformer", num_layers=2, hidden_size=32, num_heads=4, ff_size=48)
 
@@ -43,7 +43,7 @@ def test_each_variant_fills_in_its_own_defaults():
 
 
 def test_pretrain_model_keys_variant_transformer():
-    architecture = ModelConfig(**SMALL).architecture()
+    architecture = model_config(**SMALL).architecture()
     assert architecture == {"family": "t5", "variant": "transformer", "num_layers": 2, "hidden_size": 32,
                             "num_heads": 4, "dropout": 0.0, "layer_norm_eps": 1e-5, "ff_size": 48, "head_size": 8,
                             "num_decoder_layers": 2, "feed_forward": "relu", "tie_word_embeddings": True}
@@ -51,31 +51,31 @@ def test_pretrain_model_keys_variant_transformer():
                         decoder_start_token_id=0)
     assert type(model) is Transformer and model.config.vocab_size == 50
     # a t5 without a variant builds and fingerprints as it did before
-    t5 = ModelConfig(**{**SMALL, "variant": None}).architecture()
+    t5 = model_config(**{**SMALL, "variant": None}).architecture()
     assert "variant" not in t5 and t5["layer_norm_eps"] == 1e-6
     assert type(build_model(t5, vocab_size=50)) is T5
-    assert ModelConfig(**{**SMALL, "variant": "t5"}).architecture()["variant"] == "t5"
-    preset = ModelConfig(preset="transformer-base", num_layers=2).architecture()
+    assert model_config(**{**SMALL, "variant": "t5"}).architecture()["variant"] == "t5"
+    preset = model_config(preset="transformer-base", num_layers=2).architecture()
     assert (preset["variant"], preset["hidden_size"], preset["ff_size"], preset["num_heads"], preset["dropout"],
             preset["num_layers"], preset["head_size"]) == ("transformer", 512, 2048, 8, 0.1, 2, 64)
 
 
 def test_pretrain_model_errors_name_the_keys_and_the_fix():
     with pytest.raises(ValueError, match=r"feed_forward, tie_word_embeddings apply to variant 't5' only \(the original "):
-        ModelConfig(**SMALL, feed_forward="gated-gelu", tie_word_embeddings=False)
+        model_config(**SMALL, feed_forward="gated-gelu", tie_word_embeddings=False)
     with pytest.raises(ValueError, match=r"head_size apply .* heads of hidden_size / num_heads \(8\)\); set variant 't5' "
                                          "or remove them"):
-        ModelConfig(**SMALL, head_size=16)
+        model_config(**SMALL, head_size=16)
     with pytest.raises(ValueError, match="variant='transformer' is not a 'gpt' variant"):
-        ModelConfig(family="gpt", variant="transformer")
+        model_config(family="gpt", variant="transformer")
     with pytest.raises(ValueError, match="variant='albert' is not a 't5' variant; family t5 takes 't5' or "
                                          "'transformer'"):
-        ModelConfig(family="t5", variant="albert")
+        model_config(family="t5", variant="albert")
 
 
 def test_save_and_load_pretrained_round_trip_the_class_and_the_weights(tmp_path):
     torch.manual_seed(0)
-    model = build_model(ModelConfig(**SMALL).architecture(), vocab_size=50).eval()
+    model = build_model(model_config(**SMALL).architecture(), vocab_size=50).eval()
     save_pretrained(model, tmp_path / "model")
     saved = json.loads((tmp_path / "model" / "model_config.json").read_text())
     assert (saved["family"], saved["variant"]) == ("t5", "transformer")
@@ -97,7 +97,7 @@ def test_save_and_load_pretrained_round_trip_the_class_and_the_weights(tmp_path)
 def test_export_to_hugging_face_is_refused_and_the_pretrain_stage_skips_it(tmp_path):
     from stages.pretrain.run import export_hugging_face
 
-    model = build_model(ModelConfig(**SMALL).architecture(), vocab_size=50)
+    model = build_model(model_config(**SMALL).architecture(), vocab_size=50)
     assert not has_hf_class(model) and has_hf_class(build_model({**SMALL, "variant": "t5"}, vocab_size=50))
     with pytest.raises(ValueError, match="the original Transformer .* has no Hugging Face transformers class"):
         export_hf(model, tmp_path / "hf")
