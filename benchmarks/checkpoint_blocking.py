@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO_ROOT))
 MODELS = {
     # configs/gpt-tiny.yaml's model and vocabulary
     "gpt-tiny": ({"family": "gpt", "num_layers": 2, "hidden_size": 64, "num_heads": 2, "dropout": 0.0}, 2048),
-    # stages/preset_shapes.py's gpt2-small (124M parameters), GPT-2's vocabulary
+    # stages/models/gpt/config.py's gpt2-small (124M parameters), GPT-2's vocabulary
     "gpt2-small": ({"preset": "gpt2-small"}, 50257),
 }
 
@@ -60,7 +60,8 @@ def train_loop(config: dict) -> None:
     import torch
 
     from stages.models import build_model
-    from stages.pretrain.config import ModelConfig, PretrainConfig
+    from stages.pretrain.config import PretrainConfig
+    from stages.pretrain.model_config import model_config
     from stages.pretrain.objectives import CausalLM
     from stages.training.async_checkpoint import open_checkpointer
     from stages.training.engine import create_engine, optimizer_step
@@ -76,8 +77,8 @@ def train_loop(config: dict) -> None:
             for asynchronous in (False, True):
                 run_index += 1
                 torch.manual_seed(0)
-                model_cfg = ModelConfig(**model_fields)
-                model = build_model(model_cfg, vocab_size=vocab, max_seq_len=config["seq_len"])
+                model_cfg = model_config(**model_fields)
+                model = build_model(model_cfg.architecture(), vocab_size=vocab, max_seq_len=config["seq_len"])
                 num_parameters = model.num_parameters()  # before ZeRO-3 partitions it
                 cfg = PretrainConfig(model=model_cfg, micro_batch_size=config["batch"], zero_stage=zero,
                                      precision="fp32", lr=1e-4, warmup_steps=2, max_steps=config["steps"],

@@ -33,7 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from stages.models import load_pretrained, save_pretrained  # noqa: E402
 from stages.models.generation import generate  # noqa: E402
 from stages.models.hf_export import export_hf  # noqa: E402
-from stages.models.presets import build_preset  # noqa: E402
+from stages.models.build import build_preset  # noqa: E402
 
 SHAPE = dict(num_layers=4, hidden_size=256, num_heads=4, dropout=0.0)
 VOCAB, CONTEXT, PROMPT_TOKENS = 8192, 256, 16

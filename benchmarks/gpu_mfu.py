@@ -40,7 +40,8 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from stages.models.build import padded_vocab_size  # noqa: E402
-from stages.models.presets import build_preset, preset_config  # noqa: E402
+from stages.models.build import build_preset  # noqa: E402
+from stages.models.config import preset_config  # noqa: E402
 from stages.pretrain.config import PretrainConfig  # noqa: E402
 from stages.pretrain.objectives import CausalLM  # noqa: E402
 from stages.training.engine import create_engine, optimizer_step  # noqa: E402

@@ -22,7 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from stages.models.gpt.convert import gpt_to_hf_gpt2, hf_gpt2_config  # noqa: E402
 from stages.models.bert.convert import bert_to_hf_bert, hf_bert_config  # noqa: E402
 from stages.models.t5.convert import hf_t5_config, t5_to_hf_t5  # noqa: E402
-from stages.models.presets import build_preset  # noqa: E402
+from stages.models.build import build_preset  # noqa: E402
 
 # One mid-sized shape for every family (bert-mini's): 4 layers, 256 wide, 4 heads.
 SHAPE = dict(num_layers=4, hidden_size=256, num_heads=4, dropout=0.0)

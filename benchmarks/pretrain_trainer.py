@@ -58,7 +58,7 @@ def build_gpt(args):
     import torch
 
     from stages.models import build_model
-    from stages.models.presets import build_preset
+    from stages.models.build import build_preset
 
     torch.manual_seed(0)  # every variant starts from the same weights
     if args.preset:

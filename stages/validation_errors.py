@@ -65,7 +65,8 @@ def _valid_keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
 def model_of(annotation: Any) -> Any:
     """The BaseModel inside an annotation like `Foo`, `list[Foo]`, `dict[str, Foo]` or `Foo | None`."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
+        # pretrain.model is a union of one section per family: its keys are all of theirs
+        return getattr(annotation, "all_families_keys", annotation)
     for arg in getattr(annotation, "__args__", ()):
         found = model_of(arg)
         if found is not None:

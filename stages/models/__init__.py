@@ -19,8 +19,8 @@ Public API (stable; finetune and pretrain build on it):
     GPTForSequenceClassification(backbone: GPT, num_labels, dropout=None)
         .forward(input_ids, attention_mask=None, labels=None) -> (logits (B,num_labels), loss|None)
             pools the last real token; cross-entropy, or MSE when num_labels == 1
-    build_model(model_cfg: dict | dataclass | pydantic, vocab_size, max_seq_len=None, **token_ids)
-        -> GPT | BertForPreTraining | T5 | Transformer (by model_cfg family: gpt | bert | t5,
+    build_model(architecture: {"family": ..., <config fields>}, vocab_size, max_seq_len=None, **token_ids)
+        -> GPT | BertForPreTraining | T5 | Transformer (by its family: gpt | bert | t5,
            and variant: t5 variant "transformer" is the Transformer class)
     save_pretrained(model, directory) -> Path    # model.safetensors + model_config.json
     load_pretrained(directory, device="cpu") -> nn.Module
@@ -42,7 +42,9 @@ BERT and T5 (same conventions; see each module's docstring):
         variant="transformer": Transformer, the original (Vaswani et al. 2017: post-LN,
         sinusoidal positions, shared scaled embedding; see t5/transformer.py), same interface
     heads: BertForSequenceClassification, SpanExtractionModel, TokenClassificationModel
-    presets: preset_config(name), build_preset(name)     # gpt2-small ... albert-base ... t5-base, transformer-base, *-debug
+    config: FAMILY_CONFIGS, family_config(architecture), preset_config(name), preset_shape(name)
+        (torch-free; each family's config and presets in <family>/config.py)
+    build: build_preset(name)     # gpt2-small ... albert-base ... t5-base, transformer-base, *-debug
     generation: generate(gpt, ...), generate_seq2seq(t5, ...)   # KV-cached decoding
     hf_export: export_hf(model, dir, tokenizer_json), import_hf(dir)
     checkpointing: apply_activation_checkpointing(model)
@@ -63,19 +65,19 @@ import importlib
 
 _EXPORTS = {
     "Bert": "stages.models.bert.model",
-    "BertConfig": "stages.models.bert.model",
+    "BertConfig": "stages.models.bert.config",
     "BertForPreTraining": "stages.models.bert.model",
     "ElectraForPreTraining": "stages.models.bert.electra",
     "ElectraForSequenceClassification": "stages.models.heads",
     "ElectraGenerator": "stages.models.bert.electra",
     "GPT": "stages.models.gpt.model",
-    "GPTConfig": "stages.models.gpt.model",
+    "GPTConfig": "stages.models.gpt.config",
     "BertForSequenceClassification": "stages.models.heads",
     "GPTForSequenceClassification": "stages.models.heads",
     "SpanExtractionModel": "stages.models.heads",
     "TokenClassificationModel": "stages.models.heads",
     "T5": "stages.models.t5.model",
-    "T5Config": "stages.models.t5.model",
+    "T5Config": "stages.models.t5.config",
     "Transformer": "stages.models.t5.transformer",
     "build_model": "stages.models.build",
     "load_pretrained": "stages.models.build",

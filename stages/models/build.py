@@ -1,22 +1,21 @@
-"""Build a model from config, and save / load pretrained weights. Imports only torch
-(and safetensors, which is torch-only serialisation).
+"""Build a model from its architecture, and save / load pretrained weights. Imports only
+torch (and safetensors, which is torch-only serialisation).
 
-    model = build_model(cfg.model, vocab_size=8192, max_seq_len=128)
+    model = build_model(cfg.model.architecture(), vocab_size=8192, max_seq_len=128)
     model = build_model({"family": "t5", ...}, vocab_size=8192, pad_token_id=0, eos_token_id=1)
+    model = build_preset("t5-small")       # a freshly initialised T5 of a named shape
     save_pretrained(model, out_dir)        # out_dir/model.safetensors + model_config.json
     model = load_pretrained(out_dir)       # same class, same weights, eval() not implied
 
-`model_cfg` is the pretrain stage's `model` section (a pydantic model: its
-`architecture()` is used), a dict or a dataclass, with `family` plus the architecture
-fields of that family's config. Families: "gpt" -> GPT (GPTConfig), "bert" ->
-BertForPreTraining (BertConfig), "t5" -> T5 (T5Config). A variant with a class of its
-own is looked up by (family, config.variant) in VARIANT_MODELS: ("t5", "transformer") ->
-Transformer (the original Transformer, also a T5Config), ("bert", "electra") ->
-ElectraForPreTraining (BertConfig). What comes from the data
-(vocab_size, max_seq_len, special token ids) is passed separately and applied to the
+An architecture is one mapping: `{"family": <name>, <fields of that family's config>}`,
+what the pretrain stage's `pretrain.model.architecture()` returns and model_config.json
+holds. Families: "gpt" -> GPT (GPTConfig), "bert" -> BertForPreTraining (BertConfig),
+"t5" -> T5 (T5Config); the configs and presets are torch-free (stages/models/config.py).
+A variant with a class of its own is looked up by (family, config.variant) in
+VARIANT_MODELS: ("t5", "transformer") -> Transformer (the original Transformer, also a
+T5Config), ("bert", "electra") -> ElectraForPreTraining (BertConfig). What comes from the
+data (vocab_size, max_seq_len, special token ids) is passed separately and applied to the
 families whose config has that field (T5 has relative positions: no max_seq_len).
-
-model_config.json is `{"family": <name>, <the family config's fields>}`.
 """
 
 from __future__ import annotations
@@ -30,10 +29,11 @@ from typing import Any
 import torch.nn as nn
 from safetensors.torch import save_model
 
-from stages.models.bert.model import BertConfig, BertForPreTraining
 from stages.models.bert.electra import ElectraForPreTraining
-from stages.models.gpt.model import GPT, GPTConfig
-from stages.models.t5.model import T5, T5Config
+from stages.models.bert.model import BertForPreTraining
+from stages.models.config import FAMILY_CONFIGS, family_config, preset_config, preset_shape
+from stages.models.gpt.model import GPT
+from stages.models.t5.model import T5
 from stages.models.t5.transformer import Transformer
 from stages.models.weights_file import load_weights_into
 
@@ -42,10 +42,8 @@ CONFIG_NAME = "model_config.json"
 
 # family -> (config dataclass, model class): the pretraining model of each family.
 MODEL_FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
-    "gpt": (GPTConfig, GPT),
-    "bert": (BertConfig, BertForPreTraining),
-    "t5": (T5Config, T5),
-}
+    family: (FAMILY_CONFIGS[family], model) for family, model in (("gpt", GPT), ("bert", BertForPreTraining),
+                                                                   ("t5", T5))}
 # (family, config variant) -> model class, for the variants that are a class of their own
 # (the others are options of the family's class, e.g. gpt llama, bert albert).
 VARIANT_MODELS: dict[tuple[str, str], type[nn.Module]] = {
@@ -59,19 +57,21 @@ def model_class(family: str, config: Any) -> type[nn.Module]:
     return VARIANT_MODELS.get((family, getattr(config, "variant", None)), MODEL_FAMILIES[family][1])
 
 
-def build_model(model_cfg: Any, vocab_size: int, max_seq_len: int | None = None,
+def build_model(architecture: Mapping[str, Any], vocab_size: int, max_seq_len: int | None = None,
                 **token_ids: int) -> nn.Module:
-    """A freshly initialised model of `model_cfg["family"]` (default "gpt").
+    """A freshly initialised model of `architecture` ({"family": name (default "gpt"),
+    <its config's fields>}).
 
     token_ids: special token ids from the tokenizer/dataset (pad_token_id, eos_token_id,
     decoder_start_token_id); each is used by the families whose config has it."""
-    fields = _as_dict(model_cfg)
-    family = fields.pop("family", "gpt")
-    if family in MODEL_FAMILIES:
-        known = {f.name for f in dataclasses.fields(MODEL_FAMILIES[family][0])}
-        from_data = {"vocab_size": vocab_size, "max_seq_len": max_seq_len, **token_ids}
-        fields.update({k: v for k, v in from_data.items() if k in known and v is not None})
-    config = _family_config(family, fields)
+    config = family_config(architecture, vocab_size=vocab_size, max_seq_len=max_seq_len, **token_ids)
+    return model_class(architecture.get("family", "gpt"), config)(config)
+
+
+def build_preset(name: str, **overrides: Any) -> nn.Module:
+    """A freshly initialised model of preset `name` (GPT, BertForPreTraining, T5, ...)."""
+    family, _ = preset_shape(name)
+    config = preset_config(name, **overrides)
     return model_class(family, config)(config)
 
 
@@ -103,28 +103,11 @@ def load_pretrained(directory: str | Path, device: str = "cpu") -> nn.Module:
                 f"{path} not found: load_pretrained expects a directory written by "
                 "save_pretrained (the pretrain stage's output_dir/model)"
             )
-    fields = json.loads(config_path.read_text())
-    family = fields.pop("family", "gpt")
-    config = _family_config(family, fields, source=str(config_path))
-    model = model_class(family, config)(config)
+    architecture = json.loads(config_path.read_text())
+    config = family_config(architecture, source=str(config_path))
+    model = model_class(architecture.get("family", "gpt"), config)(config)
     load_weights_into(model, weights_path, device=device)  # errors name the file
     return model
-
-
-def _family_config(family: str, fields: dict[str, Any], source: str = "model config") -> Any:
-    if family not in MODEL_FAMILIES:
-        raise ValueError(
-            f"{source}: unknown model family {family!r}; known: {sorted(MODEL_FAMILIES)}"
-        )
-    config_cls = MODEL_FAMILIES[family][0]
-    known = {f.name for f in dataclasses.fields(config_cls)}
-    unknown = sorted(set(fields) - known)
-    if unknown:
-        raise ValueError(
-            f"{source}: keys {unknown} are not fields of {config_cls.__name__} "
-            f"(family {family!r}); valid keys: {sorted(known)}"
-        )
-    return config_cls(**fields)
 
 
 def _family_of(model: nn.Module) -> str:
@@ -139,14 +122,3 @@ def _family_of(model: nn.Module) -> str:
         "own state_dict"
     )
 
-
-def _as_dict(model_cfg: Any) -> dict[str, Any]:
-    if hasattr(model_cfg, "architecture"):  # the pretrain stage's model section
-        return dict(model_cfg.architecture())
-    if hasattr(model_cfg, "model_dump"):  # another pydantic section
-        return dict(model_cfg.model_dump(exclude_none=True))
-    if dataclasses.is_dataclass(model_cfg) and not isinstance(model_cfg, type):
-        return dataclasses.asdict(model_cfg)
-    if isinstance(model_cfg, Mapping):
-        return dict(model_cfg)
-    raise TypeError(f"model config must be a dict, dataclass or pydantic model, got {type(model_cfg)}")

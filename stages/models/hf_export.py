@@ -36,8 +36,15 @@ import torch.nn as nn
 from safetensors.torch import save_file
 
 from stages.models.bert.electra import ElectraForPreTraining, ElectraGenerator
-from stages.models.bert.hf import albert_from_hf, bert_from_hf, bert_to_hf, electra_from_hf, is_electra_pretraining
+from stages.models.bert.hf import (
+    albert_from_hf,
+    bert_from_hf,
+    bert_to_hf,
+    electra_from_hf,
+    is_electra_pretraining,
+)
 from stages.models.bert.model import Bert, BertForPreTraining
+from stages.models.gpt.config import GPTConfig
 from stages.models.gpt.hf import gpt2_from_hf, gpt_to_hf, llama_from_hf
 from stages.models.gpt.model import GPT
 from stages.models.t5.hf import t5_from_hf, t5_to_hf

@@ -247,7 +247,7 @@ def _build_model(job: PretrainJob):
         return build_initial_model(job.init_source, job.token_ids)
     model_cfg = job.config.model
     vocab_size = padded_vocab_size(job.vocab_size, model_cfg.pad_vocab_to_multiple_of)
-    return build_model(model_cfg, vocab_size=vocab_size, max_seq_len=job.seq_len, **job.token_ids)
+    return build_model(model_cfg.architecture(), vocab_size=vocab_size, max_seq_len=job.seq_len, **job.token_ids)
 
 
 def _load_init_from(model, source: dict, is_main: bool) -> None:

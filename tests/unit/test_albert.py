@@ -22,8 +22,9 @@ from stages.models.bert.convert_albert import (
     albert_config_from_hf, albert_to_hf_albert, hf_albert_config, hf_albert_to_albert,
 )
 from stages.models.hf_export import export_hf, import_hf
-from stages.models.presets import build_preset, preset_config
-from stages.pretrain.config import ModelConfig
+from stages.models.build import build_preset
+from stages.models.config import preset_config
+from stages.pretrain.model_config import model_config
 from stages.pretrain.objectives import MaskedLM
 from tests.engine_subprocess import run_engine_script
 from tests.perturb import perturb_
@@ -209,19 +210,19 @@ def test_heads_fine_tune_on_an_albert_backbone():
 
 
 def test_pretrain_model_keys_variant_albert_and_presets():
-    albert = ModelConfig(family="bert", variant="albert", hidden_size=64, num_heads=4).architecture()
+    albert = model_config(family="bert", variant="albert", hidden_size=64, num_heads=4).architecture()
     assert albert == {"family": "bert", "num_layers": 2, "hidden_size": 64, "num_heads": 4, "dropout": 0.0,
                       "layer_norm_eps": 1e-12, "intermediate_size": 256, "variant": "albert"}
     model = build_model(albert, vocab_size=VOCAB, max_seq_len=16)
     config = model.config
     assert (config.embedding_size, config.share_layers, config.hidden_act) == (128, "all", "gelu_new")
-    preset = ModelConfig(preset="albert-base", num_layers=2).architecture()
+    preset = model_config(preset="albert-base", num_layers=2).architecture()
     assert (preset["variant"], preset["embedding_size"], preset["share_layers"], preset["num_layers"]) == (
         "albert", 128, "all", 2)
-    with pytest.raises(ValueError, match="embedding_size, share_layers apply to variant: albert only"):
-        ModelConfig(family="bert", hidden_size=64, num_heads=4, embedding_size=32, share_layers="all")
+    with pytest.raises(ValueError, match="embedding_size, share_layers apply to variant 'albert' only"):
+        model_config(family="bert", hidden_size=64, num_heads=4, embedding_size=32, share_layers="all")
     with pytest.raises(ValueError, match="variant='albert' is not a 'gpt' variant"):
-        ModelConfig(family="gpt", variant="albert")
+        model_config(family="gpt", variant="albert")
     with pytest.raises(ValueError, match="apply to variant 'albert' only"):
         BertConfig(vocab_size=VOCAB, share_layers="ffn")
     with pytest.raises(ValueError, match="num_hidden_groups=2"):
@@ -236,7 +237,7 @@ def test_init_from_an_albert_masked_lm_folder_starts_mlm_sop_pretraining(tmp_pat
     hf = transformers.AlbertForMaskedLM(transformers.AlbertConfig(**hf_albert_config(SHARED))).eval()
     hf.save_pretrained(tmp_path)
     index = {"vocab_size": VOCAB, "seq_len": 32}
-    source = resolve_init_source(str(tmp_path), ModelConfig(family="bert"), index, tmp_path / "index.json")
+    source = resolve_init_source(str(tmp_path), model_config(family="bert"), index, tmp_path / "index.json")
     assert source["architecture"]["variant"] == "albert" and source["architecture"]["embedding_size"] == 16
     model = build_initial_model(source, token_ids={})
     fresh = load_initial_weights(model, source)
@@ -249,7 +250,7 @@ def test_init_from_an_albert_masked_lm_folder_starts_mlm_sop_pretraining(tmp_pat
                                    hf(input_ids=ids, attention_mask=mask, token_type_ids=token_types).logits,
                                    rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="pretrain.model.share_layers='none' but .* has share_layers='all'"):
-        resolve_init_source(str(tmp_path), ModelConfig(family="bert", variant="albert", share_layers="none"),
+        resolve_init_source(str(tmp_path), model_config(family="bert", variant="albert", share_layers="none"),
                             index, tmp_path / "index.json")
 
 
@@ -272,7 +273,7 @@ ENGINE_SCRIPT = r"""
 import json, torch
 import torch.distributed as dist
 from stages.models import BertForPreTraining
-from stages.models.presets import preset_config
+from stages.models.config import preset_config
 from stages.pretrain.objectives import MaskedLM
 from stages.training.engine import full_fp32_state_dict
 from tests.engine_subprocess import train_steps

@@ -22,8 +22,9 @@ from stages.models.bert.convert_electra import (
 )
 from stages.models.bert.electra import generator_config
 from stages.models.hf_export import export_hf, import_hf
-from stages.models.presets import build_preset, preset_config
-from stages.pretrain.config import ModelConfig
+from stages.models.build import build_preset
+from stages.models.config import preset_config
+from stages.pretrain.model_config import model_config
 from tests.perturb import perturb_
 from tests.pinned import import_pinned
 
@@ -210,7 +211,7 @@ def test_preset_parameter_counts_match_the_paper_and_transformers(name, expected
 
 
 def test_pretrain_model_keys_variant_electra_and_presets():
-    electra = ModelConfig(family="bert", variant="electra", hidden_size=64, num_heads=4, embedding_size=32,
+    electra = model_config(family="bert", variant="electra", hidden_size=64, num_heads=4, embedding_size=32,
                           rtd_weight=20).architecture()
     assert electra == {"family": "bert", "num_layers": 2, "hidden_size": 64, "num_heads": 4, "dropout": 0.0,
                        "layer_norm_eps": 1e-12, "intermediate_size": 256, "variant": "electra",
@@ -218,18 +219,18 @@ def test_pretrain_model_keys_variant_electra_and_presets():
     model = build_model(electra, vocab_size=VOCAB, max_seq_len=16)
     assert type(model) is ElectraForPreTraining
     assert (model.config.generator_size, model.config.rtd_weight, model.config.hidden_act) == (0.25, 20, "gelu")
-    preset = ModelConfig(preset="electra-base", num_layers=2).architecture()
+    preset = model_config(preset="electra-base", num_layers=2).architecture()
     assert (preset["variant"], preset["embedding_size"], preset["generator_size"], preset["num_layers"]) == (
         "electra", 768, 1 / 3, 2)
     # the new keys stay out of other models' dumps (their fingerprints)
-    assert "generator_size" not in ModelConfig(family="bert").model_dump()
+    assert "generator_size" not in model_config(family="bert").model_dump()
 
 
 @pytest.mark.parametrize(("keys", "message"), [
-    (dict(family="bert", generator_size=0.5), "generator_size apply to variant: electra only"),
-    (dict(family="bert", variant="albert", rtd_weight=10), "rtd_weight apply to variant: electra only"),
+    (dict(family="bert", generator_size=0.5), "generator_size apply to variant 'electra' only"),
+    (dict(family="bert", variant="albert", rtd_weight=10), "rtd_weight apply to variant 'electra' only"),
     (dict(family="gpt", variant="electra"), "variant='electra' is not a 'gpt' variant"),
-    (dict(family="bert", variant="electra", share_layers="all"), "share_layers apply to variant: albert only"),
+    (dict(family="bert", variant="electra", share_layers="all"), "share_layers apply to variant 'albert' only"),
     (dict(family="bert", variant="electra", hidden_size=64, num_heads=8, generator_size=0.3),
      "generator_size=0.3 gives ELECTRA's generator hidden size 19 and 2 heads"),
     (dict(family="bert", variant="electra", span_boundary_objective=True), "span_boundary_objective is a head"),
@@ -237,7 +238,7 @@ def test_pretrain_model_keys_variant_electra_and_presets():
 ])
 def test_pretrain_model_keys_are_checked(keys, message):
     with pytest.raises(ValueError, match=message):
-        ModelConfig(**keys)
+        model_config(**keys)
 
 
 def test_bert_config_checks_and_eval_tasks():
@@ -245,13 +246,13 @@ def test_bert_config_checks_and_eval_tasks():
 
     with pytest.raises(ValueError, match="generator_size, rtd_weight apply to variant 'electra' only"):
         BertConfig(vocab_size=VOCAB, generator_size=0.5, rtd_weight=1.0)
-    with pytest.raises(ValueError, match="share_layers applies to variant 'albert' only"):
+    with pytest.raises(ValueError, match="share_layers apply to variant 'albert' only"):
         BertConfig(variant="electra", vocab_size=VOCAB, share_layers="all")
     with pytest.raises(ValueError, match="generator hidden size 19"):
         BertConfig(variant="electra", vocab_size=VOCAB, hidden_size=64, num_heads=8, generator_size=0.3)
     with pytest.raises(ValueError, match="rtd_weight must be > 0"):
         BertConfig(variant="electra", vocab_size=VOCAB, rtd_weight=0.0)
-    with pytest.raises(ValueError, match="span_boundary_objective is a head of BertForPreTraining"):
+    with pytest.raises(ValueError, match="span_boundary_objective is a head of the BERT pretraining model"):
         ElectraForPreTraining(BertConfig(variant="electra", vocab_size=VOCAB, span_boundary_objective=True))
     with pytest.raises(ValueError, match="masked-LM head, which ELECTRA's discriminator does not have"):
         PretrainConfig(model={"family": "bert", "variant": "electra"}, eval_tasks=["piqa"])
@@ -265,7 +266,7 @@ def test_init_from_an_electra_discriminator_folder_starts_with_a_fresh_generator
     discriminator, _ = hf_pair(NARROW)
     discriminator.save_pretrained(tmp_path)
     index = {"vocab_size": VOCAB, "seq_len": 32}
-    source = resolve_init_source(str(tmp_path), ModelConfig(family="bert"), index, tmp_path / "index.json")
+    source = resolve_init_source(str(tmp_path), model_config(family="bert"), index, tmp_path / "index.json")
     assert source["architecture"]["variant"] == "electra" and source["architecture"]["embedding_size"] == 16
     model = build_initial_model(source, token_ids={})
     fresh = load_initial_weights(model, source)
@@ -278,5 +279,5 @@ def test_init_from_an_electra_discriminator_folder_starts_with_a_fresh_generator
     # the generator reads the checkpoint's embeddings: they are the discriminator's
     assert model.generator.backbone.embeddings.word_embedding.weight is model.backbone.embeddings.word_embedding.weight
     with pytest.raises(ValueError, match="pretrain.model.embedding_size=64 but .* has embedding_size=16"):
-        resolve_init_source(str(tmp_path), ModelConfig(family="bert", variant="electra", embedding_size=64),
+        resolve_init_source(str(tmp_path), model_config(family="bert", variant="electra", embedding_size=64),
                             index, tmp_path / "index.json")

@@ -20,7 +20,7 @@ from stages.models import (
     save_pretrained,
 )
 from stages.models.bert.convert_electra import electra_to_hf_electra, hf_electra_config
-from stages.models.presets import preset_config
+from stages.models.config import preset_config
 from tests.perturb import perturb_
 from tests.pinned import import_pinned
 

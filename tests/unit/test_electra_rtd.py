@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from stages.models.presets import build_preset
+from stages.models.build import build_preset
 from stages.pretrain.objectives import MaskedLM, ReplacedTokenDetection, build_objective
 from stages.pretrain.objectives.base import LOSS_SUM, NUM_CORRECT, NUM_PREDICTIONS
 from tests.engine_subprocess import run_engine_script
@@ -179,7 +179,7 @@ ENGINE_SCRIPT = r"""
 import json, torch
 import torch.distributed as dist
 from stages.models import ElectraForPreTraining
-from stages.models.presets import preset_config
+from stages.models.config import preset_config
 from stages.pretrain.objectives import ReplacedTokenDetection
 from stages.training.engine import full_fp32_state_dict
 from tests.engine_subprocess import train_steps

@@ -179,9 +179,9 @@ def test_build_model_rejects_unknown_keys_and_families():
 
 
 def test_build_model_accepts_the_pretrain_config_section():
-    from stages.pretrain.config import ModelConfig
+    from stages.pretrain.model_config import model_config
 
-    model = build_model(ModelConfig(num_layers=1, hidden_size=32, num_heads=2), vocab_size=50, max_seq_len=8)
+    model = build_model(model_config(num_layers=1, hidden_size=32, num_heads=2).architecture(), vocab_size=50, max_seq_len=8)
     assert (model.config.num_layers, model.config.vocab_size, model.config.max_seq_len) == (1, 50, 8)
 
 
@@ -206,9 +206,9 @@ def test_logits_match_hugging_face_gpt2_both_ways():
 
 
 def test_pretrain_model_section_says_how_to_fix_heads_that_do_not_divide():
-    from stages.pretrain.config import ModelConfig
+    from stages.pretrain.model_config import model_config
 
     with pytest.raises(ValueError, match=r"hidden_size=100 is not divisible by num_heads=3.*one of \[1, 2, 4, 5"):
-        ModelConfig(hidden_size=100, num_heads=3)
+        model_config(hidden_size=100, num_heads=3)
     with pytest.raises(ValueError, match="extra"):
-        ModelConfig(num_layer=2)  # misspelled key
+        model_config(num_layer=2)  # misspelled key

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from stages.models import build_model, save_pretrained
-from stages.pretrain.config import ModelConfig
+from stages.pretrain.model_config import ModelConfig, model_config
 from stages.pretrain.init_from import resolve_init_source
 from stages.pretrain.init_weights import build_initial_model, load_initial_weights
 from tests.pinned import import_pinned
@@ -56,7 +56,7 @@ def t5_folder(tmp_path_factory) -> tuple[Path, object]:
 
 def test_gpt2_checkpoint_gives_the_hugging_face_logits(gpt2_folder):
     folder, hf = gpt2_folder
-    ours, fresh = load(folder, ModelConfig(family="gpt"))
+    ours, fresh = load(folder, model_config(family="gpt"))
     ids = torch.randint(0, VOCAB, (2, 16), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         theirs = hf(ids).logits
@@ -69,7 +69,7 @@ def test_a_bare_gpt2_model_in_a_pytorch_bin_loads_with_the_tied_head(gpt2_folder
     folder, hf = gpt2_folder
     (tmp_path / "config.json").write_text((folder / "config.json").read_text())
     torch.save(hf.transformer.state_dict(), tmp_path / "pytorch_model.bin")  # GPT2Model: no prefix, no head
-    ours, _ = load(tmp_path, ModelConfig(family="gpt"))
+    ours, _ = load(tmp_path, model_config(family="gpt"))
     ids = torch.arange(12).unsqueeze(0)
     with torch.no_grad():
         torch.testing.assert_close(ours(ids)[0], hf(ids).logits, atol=1e-4, rtol=0)
@@ -77,7 +77,7 @@ def test_a_bare_gpt2_model_in_a_pytorch_bin_loads_with_the_tied_head(gpt2_folder
 
 def test_t5_checkpoint_gives_the_hugging_face_logits(t5_folder):
     folder, hf = t5_folder
-    ours, fresh = load(folder, ModelConfig(family="t5"))
+    ours, fresh = load(folder, model_config(family="t5"))
     generator = torch.Generator().manual_seed(2)
     input_ids = torch.randint(2, VOCAB, (2, 12), generator=generator)
     decoder_ids = torch.randint(2, VOCAB, (2, 7), generator=generator)
@@ -93,7 +93,7 @@ def test_our_own_model_folder_loads_as_saved(tmp_path):
     saved = build_model({"family": "bert", "num_layers": 1, "hidden_size": 32, "num_heads": 2}, vocab_size=VOCAB,
                         max_seq_len=48)
     save_pretrained(saved, tmp_path)
-    ours, fresh = load(tmp_path, ModelConfig(family="bert", num_layers=1))
+    ours, fresh = load(tmp_path, model_config(family="bert", num_layers=1))
     assert fresh == []
     for name, tensor in saved.state_dict().items():
         assert torch.equal(ours.state_dict()[name], tensor), name
@@ -102,21 +102,21 @@ def test_our_own_model_folder_loads_as_saved(tmp_path):
 def test_a_shape_key_that_disagrees_names_both_sides(gpt2_folder, t5_folder):
     folder, _ = gpt2_folder
     with pytest.raises(ValueError, match=r"pretrain.model.hidden_size=128 but .*config.json has n_embd=32"):
-        load(folder, ModelConfig(family="gpt", hidden_size=128))
+        load(folder, model_config(family="gpt", hidden_size=128))
     folder, _ = t5_folder
     with pytest.raises(ValueError, match=r"pretrain.model.ff_size=256 but .*config.json has d_ff=64"):
-        load(folder, ModelConfig(family="t5", ff_size=256))
+        load(folder, model_config(family="t5", ff_size=256))
     with pytest.raises(ValueError, match=r"family='gpt' but .*config.json describes a 't5' model"):
-        load(folder, ModelConfig(family="gpt"))
+        load(folder, model_config(family="gpt"))
 
 
 def test_the_dataset_vocabulary_and_length_must_fit_the_checkpoint(gpt2_folder):
     folder, _ = gpt2_folder
     with pytest.raises(ValueError, match=r"index.json vocab_size=200\).*config.json vocab_size=96\).*"
                                          r"tokenizer.from: "):
-        load(folder, ModelConfig(family="gpt"), index_of(vocab_size=200))
+        load(folder, model_config(family="gpt"), index_of(vocab_size=200))
     with pytest.raises(ValueError, match=r"index.json seq_len=128\).*config.json n_positions=64\)"):
-        load(folder, ModelConfig(family="gpt"), index_of(seq_len=128))
+        load(folder, model_config(family="gpt"), index_of(seq_len=128))
 
 
 def test_weights_that_do_not_fit_their_config_are_named(gpt2_folder, tmp_path):
@@ -125,7 +125,7 @@ def test_weights_that_do_not_fit_their_config_are_named(gpt2_folder, tmp_path):
     state = {k: v for k, v in hf.state_dict().items() if ".h.1." not in k}  # the second block is gone
     torch.save(state, tmp_path / "pytorch_model.bin")
     with pytest.raises(ValueError, match=r"pytorch_model.bin: lacks 12 tensors that .*config.json describes"):
-        load(tmp_path, ModelConfig(family="gpt"))
+        load(tmp_path, model_config(family="gpt"))
 
 
 @pytest.mark.parametrize("tied", [False, True])
@@ -136,7 +136,7 @@ def test_llama_checkpoint_gives_the_hugging_face_logits(tmp_path, tied):
                                       tie_word_embeddings=tied)
     hf = transformers.LlamaForCausalLM(config).eval()
     hf.save_pretrained(tmp_path)
-    ours, fresh = load(tmp_path, ModelConfig(family="gpt", variant="llama"))
+    ours, fresh = load(tmp_path, model_config(family="gpt", variant="llama"))
     ids = torch.randint(0, VOCAB, (2, 16), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         theirs = hf(ids).logits
@@ -144,4 +144,4 @@ def test_llama_checkpoint_gives_the_hugging_face_logits(tmp_path, tied):
     assert fresh == [] and ours.config.variant == "llama" and ours.config.num_kv_heads == 2
     torch.testing.assert_close(logits, theirs, atol=1e-4, rtol=0)
     with pytest.raises(ValueError, match="num_key_value_heads=2"):
-        load(tmp_path, ModelConfig(family="gpt", variant="llama", num_heads=4, num_kv_heads=1))
+        load(tmp_path, model_config(family="gpt", variant="llama", num_heads=4, num_kv_heads=1))

@@ -14,7 +14,7 @@ import os
 import pytest
 import torch
 
-from stages.pretrain.config import ModelConfig
+from stages.pretrain.model_config import model_config
 from stages.pretrain.init_from import resolve_init_source
 from stages.pretrain.init_weights import build_initial_model, load_initial_weights
 from tests.pinned import import_pinned
@@ -26,7 +26,7 @@ SEQ_LEN = 32
 
 @pytest.fixture(scope="module")
 def source():
-    return resolve_init_source(str(minilm.get_model_path()), ModelConfig(family="bert", dropout=0.0),
+    return resolve_init_source(str(minilm.get_model_path()), model_config(family="bert", dropout=0.0),
                                {"vocab_size": 30522, "seq_len": SEQ_LEN}, minilm.get_model_path() / "index.json")
 
 
@@ -48,9 +48,9 @@ def test_minilm_encoder_loads_and_its_missing_heads_are_named(source):
 def test_disagreeing_config_and_vocabulary_name_both_sides():
     folder = minilm.get_model_path()
     with pytest.raises(ValueError, match=r"pretrain.model.hidden_size=128 but .*config.json has hidden_size=384"):
-        resolve_init_source(str(folder), ModelConfig(family="bert", hidden_size=128),
+        resolve_init_source(str(folder), model_config(family="bert", hidden_size=128),
                             {"vocab_size": 30522, "seq_len": SEQ_LEN}, folder / "index.json")
     with pytest.raises(ValueError, match=r"index.json vocab_size=8192\) differs from the checkpoint's "
                                          r"\(.*config.json vocab_size=30522\).*tokenizer.from: "):
-        resolve_init_source(str(folder), ModelConfig(family="bert"), {"vocab_size": 8192, "seq_len": SEQ_LEN},
+        resolve_init_source(str(folder), model_config(family="bert"), {"vocab_size": 8192, "seq_len": SEQ_LEN},
                             folder / "index.json")

@@ -130,11 +130,11 @@ def test_unsupported_llama_checkpoints_and_options_are_refused():
         GPTConfig(vocab_size=99, max_seq_len=8, num_heads=4, num_kv_heads=2)
     with pytest.raises(ValueError, match="num_kv_heads=3 must divide num_heads=4"):
         GPTConfig(variant="llama", vocab_size=99, max_seq_len=8, num_heads=4, num_kv_heads=3)
-    from stages.pretrain.config import ModelConfig
+    from stages.pretrain.model_config import model_config
 
-    with pytest.raises(ValueError, match="rope_theta apply to variant: llama only"):
-        ModelConfig(rope_theta=5e5)
-    llama = ModelConfig(variant="llama", hidden_size=64, num_heads=4, num_kv_heads=1).architecture()
+    with pytest.raises(ValueError, match="rope_theta apply to variant 'llama' only"):
+        model_config(rope_theta=5e5)
+    llama = model_config(variant="llama", hidden_size=64, num_heads=4, num_kv_heads=1).architecture()
     assert llama == {"family": "gpt", "num_layers": 2, "hidden_size": 64, "num_heads": 4, "dropout": 0.0,
                      "layer_norm_eps": 1e-5, "variant": "llama", "num_kv_heads": 1}
 
@@ -185,7 +185,7 @@ ENGINE_SCRIPT = r"""
 import json, torch
 import torch.distributed as dist
 from stages.models import GPT
-from stages.models.presets import preset_config
+from stages.models.config import preset_config
 from stages.pretrain.objectives import CausalLM
 from stages.training.engine import full_fp32_state_dict
 from tests.engine_subprocess import train_steps

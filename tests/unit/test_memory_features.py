@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from stages.models.checkpointing import apply_activation_checkpointing
-from stages.models.presets import build_preset
+from stages.models.build import build_preset
 from stages.pretrain.config import PretrainConfig
 from stages.training.engine import adamw_implementation
 from stages.training.parallelize import parallelize_for
@@ -70,7 +70,7 @@ def test_adamw_implementation_by_device():
 ENGINE_SCRIPT = r"""
 import json, torch
 import torch.distributed as dist
-from stages.models.presets import build_preset
+from stages.models.build import build_preset
 from stages.pretrain.config import PretrainConfig
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
 from stages.training.engine_settings import EngineSettings

@@ -11,7 +11,8 @@ import torch
 
 from stages.models import GPT, T5, BertForPreTraining, GPTConfig
 from stages.models.checkpointing import apply_activation_checkpointing
-from stages.models.presets import PRESETS, build_preset, preset_config
+from stages.models.build import build_preset
+from stages.models.config import PRESETS, preset_config
 
 
 def on_meta(name: str) -> torch.nn.Module:

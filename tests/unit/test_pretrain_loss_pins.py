@@ -71,7 +71,7 @@ def losses(case: str, corpus: dict[str, Path]) -> list[float]:
     rows = read_split(out)
     batch_builder = build_batch_builder(index, seed=0)
     torch.manual_seed(0)
-    model = build_model(section, vocab_size=index["vocab_size"], max_seq_len=index["seq_len"],
+    model = build_model(section.architecture(), vocab_size=index["vocab_size"], max_seq_len=index["seq_len"],
                         **model_token_ids(index))
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)

@@ -80,7 +80,7 @@ def test_the_logged_loss_weights_the_parts_as_the_trained_loss_and_the_parts_sta
 
 
 def test_electra_logs_the_loss_it_trains_in_training_and_validation(process_group):
-    from stages.models.presets import build_preset
+    from stages.models.build import build_preset
     from stages.pretrain.metrics import PartTotals
     from stages.pretrain.objectives import MaskedLM, ReplacedTokenDetection
 

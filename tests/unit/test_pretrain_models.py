@@ -9,17 +9,17 @@ import torch
 
 from pipeline.config import ConfigError, load_config
 from stages.models import BertForPreTraining, T5, build_model, load_pretrained, save_pretrained
-from stages.pretrain.config import ModelConfig
+from stages.pretrain.model_config import model_config
 
 CONFIG = "name: t\ningest:\n  sources:\n    - path: corpus/*.txt\npretrain:\n  model:\n"
 
 
 def test_each_family_gets_its_own_defaults():
-    assert ModelConfig().architecture() == {"family": "gpt", "num_layers": 2, "hidden_size": 128,
+    assert model_config().architecture() == {"family": "gpt", "num_layers": 2, "hidden_size": 128,
                                             "num_heads": 4, "dropout": 0.0, "layer_norm_eps": 1e-5}
-    bert = ModelConfig(family="bert", hidden_size=64, num_heads=2).architecture()
+    bert = model_config(family="bert", hidden_size=64, num_heads=2).architecture()
     assert bert["intermediate_size"] == 256 and bert["layer_norm_eps"] == 1e-12
-    t5 = ModelConfig(family="t5", hidden_size=64, num_heads=4, num_decoder_layers=3).architecture()
+    t5 = model_config(family="t5", hidden_size=64, num_heads=4, num_decoder_layers=3).architecture()
     assert (t5["head_size"], t5["ff_size"], t5["num_decoder_layers"], t5["feed_forward"],
             t5["tie_word_embeddings"], t5["layer_norm_eps"]) == (16, 256, 3, "relu", True, 1e-6)
 
@@ -37,8 +37,8 @@ def test_a_field_of_another_family_is_refused_with_file_line_and_key(tmp_path):
 @pytest.mark.parametrize("family", ["bert", "t5"])
 def test_build_save_and_load_round_trip(tmp_path, family):
     torch.manual_seed(0)
-    section = ModelConfig(family=family, num_layers=1, hidden_size=32, num_heads=2, dropout=0.1)
-    model = build_model(section, vocab_size=50, max_seq_len=16, pad_token_id=3, eos_token_id=4,
+    section = model_config(family=family, num_layers=1, hidden_size=32, num_heads=2, dropout=0.1)
+    model = build_model(section.architecture(), vocab_size=50, max_seq_len=16, pad_token_id=3, eos_token_id=4,
                         decoder_start_token_id=3)
     assert type(model) is {"bert": BertForPreTraining, "t5": T5}[family]
     assert model.config.pad_token_id == 3

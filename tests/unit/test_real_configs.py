@@ -18,8 +18,9 @@ import pytest
 from pipeline.config import ConfigError, load_config
 from pipeline.planner import plan
 from stages.models.build import padded_vocab_size
-from stages.preset_shapes import preset_shape
-from stages.pretrain.config import ModelConfig, PretrainConfig
+from stages.models.config import preset_shape
+from stages.pretrain.config import PretrainConfig
+from stages.pretrain.model_config import model_config
 from tests.engine_subprocess import run_engine_script
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +74,7 @@ def test_keys_next_to_a_preset_override_it_and_the_rest_come_from_it(tmp_path):
     assert architecture["relative_attention_num_buckets"] == 32  # a preset field with no config key
     assert "vocab_size" not in architecture and "max_seq_len" not in architecture  # from the data
     # What the training workers get back (a dump, every key present) resolves the same.
-    assert ModelConfig.model_validate(model.model_dump()).architecture() == architecture
+    assert model_config(**model.model_dump()).architecture() == architecture
     assert PretrainConfig.model_validate({"model": {"preset": "bert-base", "family": "bert"}}).model.hidden_size == 768
 
 
@@ -120,7 +121,7 @@ for name in sys.argv[1:]:
     vocab = load_config(f"configs/{name}.yaml").tokenizer.vocab_size
     torch.manual_seed(0)
     # As the training loop builds it: the tokenizer's vocabulary, padded.
-    model = build_model(cfg.model, vocab_size=padded_vocab_size(vocab, cfg.model.pad_vocab_to_multiple_of),
+    model = build_model(cfg.model.architecture(), vocab_size=padded_vocab_size(vocab, cfg.model.pad_vocab_to_multiple_of),
                         max_seq_len=SEQ)
     names = list(model.state_dict())
     generator = torch.Generator().manual_seed(0)
@@ -177,7 +178,7 @@ def test_real_width_trains_two_steps_through_deepspeed_on_cpu(name, smoke_result
 
 @pytest.mark.parametrize("name", REAL_CONFIGS)
 def test_planning_a_preset_config_imports_no_torch(name, tmp_path):
-    # `pretrain plan` must start fast: the preset table is plain data (stages/preset_shapes.py).
+    # `pretrain plan` must start fast: the preset table is plain data (stages/models/<family>/config.py).
     code = (
         "import sys\nfrom pipeline.cli import main\n"
         f"assert main(['plan', {str(REPO_ROOT / 'configs' / f'{name}.yaml')!r}, "

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from stages.models.gpt.model import GPT, GPTConfig
+from stages.models.gpt.config import GPTConfig
+from stages.models.gpt.model import GPT
 from stages.report.scaling_points import non_embedding_parameters, scaling_points, tokens_trained
 from stages.report.sources import RunSource, StageRecord
 

@@ -20,7 +20,8 @@ from stages.data.loader import ExampleLoader
 from stages.models import BertConfig, BertForPreTraining, build_model, load_pretrained, save_pretrained
 from stages.models.hf_export import export_hf, import_hf
 from stages.models.bert.span_boundary import SBO_MAX_SPAN_TOKENS, span_boundary_targets
-from stages.pretrain.config import ModelConfig, PretrainConfig
+from stages.pretrain.config import PretrainConfig
+from stages.pretrain.model_config import model_config
 from stages.pretrain.objectives import build_objective
 from tests.engine_subprocess import run_engine_script
 from tests.unit.test_dataset_objectives import build, make_corpus, make_tokenizer
@@ -162,8 +163,8 @@ def test_sbo_trains_on_static_and_dynamic_span_datasets(span_datasets, masking):
     dataset_dir = span_datasets[masking]
     index = json.loads((dataset_dir / "index.json").read_text())
     torch.manual_seed(0)
-    model = build_model(ModelConfig(family="bert", num_layers=1, hidden_size=32, num_heads=2,
-                                    span_boundary_objective=True),
+    model = build_model(model_config(family="bert", num_layers=1, hidden_size=32, num_heads=2,
+                                    span_boundary_objective=True).architecture(),
                         vocab_size=index["vocab_size"], max_seq_len=64, pad_token_id=index["pad_id"])
     objective = build_objective(index, "bert", span_boundary=True)
     batch = next(ExampleLoader(dataset_dir, "train", 16, seed=0))
@@ -242,12 +243,12 @@ def test_hugging_face_export_leaves_the_head_out_and_our_format_keeps_it(tmp_pat
 
 def test_config_errors_and_fingerprints():
     with pytest.raises(ValidationError, match=r"does not use span_boundary_objective \(bert only\)"):
-        ModelConfig(family="gpt", span_boundary_objective=True)
+        model_config(family="gpt", span_boundary_objective=True)
     with pytest.raises(ValueError, match="span_boundary_objective must be True or False"):
         BertConfig(**SMALL, span_boundary_objective="yes")
-    on = ModelConfig(family="bert", span_boundary_objective=True)
+    on = model_config(family="bert", span_boundary_objective=True)
     assert on.architecture()["span_boundary_objective"] is True
-    assert isinstance(build_model(on, vocab_size=50, max_seq_len=16).sbo, torch.nn.Module)
+    assert isinstance(build_model(on.architecture(), vocab_size=50, max_seq_len=16).sbo, torch.nn.Module)
     # Unset or off: the pretrain section dumps (and fingerprints) as before the key existed
     before = PretrainConfig(model={"family": "bert"}).model_dump(mode="json")
     assert "span_boundary_objective" not in before["model"]

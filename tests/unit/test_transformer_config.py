@@ -11,8 +11,9 @@ import torch
 
 from stages.models import T5, T5Config, Transformer, build_model, load_pretrained, save_pretrained
 from stages.models.hf_export import export_hf, has_hf_class
-from stages.models.presets import build_preset, preset_config
-from stages.pretrain.config import ModelConfig
+from stages.models.build import build_preset
+from stages.models.config import preset_config
+from stages.pretrain.model_config import model_config
 
 SMALL = dict(family="t5", variant="transformer", num_layers=2, hidden_size=32, num_heads=4, ff_size=48)
 
@@ -24,11 +25,11 @@ def test_t5_config_refuses_what_the_original_transformer_does_not_have():
                          (dict(relative_attention_max_distance=64), "relative_attention_max_distance")]:
         with pytest.raises(ValueError, match=f"{named} apply to variant 't5' only"):
             T5Config(variant="transformer", vocab_size=10, **wrong)
-    with pytest.raises(ValueError, match=r"head_size \(got 16\) be unset or equal to that quotient"):
+    with pytest.raises(ValueError, match=r"head_size apply to variant 't5' only .* heads of hidden_size / num_heads \(32\)"):
         T5Config(variant="transformer", vocab_size=10, hidden_size=64, num_heads=2, head_size=16)
-    with pytest.raises(ValueError, match="num_heads must divide hidden_size"):
+    with pytest.raises(ValueError, match="hidden_size=64 is not divisible by num_heads=3"):
         T5Config(variant="transformer", vocab_size=10, hidden_size=64, num_heads=3)
-    with pytest.raises(ValueError, match="variant must be one of"):
+    with pytest.raises(ValueError, match="variant='vaswani' is not a 't5' variant"):
         T5Config(variant="vaswani", vocab_size=10)
     with pytest.raises(ValueError, match="use stages.models.T5 for variant 't5'"):
         Transformer(T5Config(vocab_size=10))
@@ -42,7 +43,7 @@ def test_each_variant_fills_in_its_own_defaults():
 
 
 def test_pretrain_model_keys_variant_transformer():
-    architecture = ModelConfig(**SMALL).architecture()
+    architecture = model_config(**SMALL).architecture()
     assert architecture == {"family": "t5", "variant": "transformer", "num_layers": 2, "hidden_size": 32,
                             "num_heads": 4, "dropout": 0.0, "layer_norm_eps": 1e-5, "ff_size": 48, "head_size": 8,
                             "num_decoder_layers": 2, "feed_forward": "relu", "tie_word_embeddings": True}
@@ -50,31 +51,31 @@ def test_pretrain_model_keys_variant_transformer():
                         decoder_start_token_id=0)
     assert type(model) is Transformer and model.config.vocab_size == 50
     # a t5 without a variant builds and fingerprints as it did before
-    t5 = ModelConfig(**{**SMALL, "variant": None}).architecture()
+    t5 = model_config(**{**SMALL, "variant": None}).architecture()
     assert "variant" not in t5 and t5["layer_norm_eps"] == 1e-6
     assert type(build_model(t5, vocab_size=50)) is T5
-    assert ModelConfig(**{**SMALL, "variant": "t5"}).architecture()["variant"] == "t5"
-    preset = ModelConfig(preset="transformer-base", num_layers=2).architecture()
+    assert model_config(**{**SMALL, "variant": "t5"}).architecture()["variant"] == "t5"
+    preset = model_config(preset="transformer-base", num_layers=2).architecture()
     assert (preset["variant"], preset["hidden_size"], preset["ff_size"], preset["num_heads"], preset["dropout"],
             preset["num_layers"], preset["head_size"]) == ("transformer", 512, 2048, 8, 0.1, 2, 64)
 
 
 def test_pretrain_model_errors_name_the_keys_and_the_fix():
-    with pytest.raises(ValueError, match="feed_forward, tie_word_embeddings: variant transformer has a ReLU"):
-        ModelConfig(**SMALL, feed_forward="gated-gelu", tie_word_embeddings=False)
-    with pytest.raises(ValueError, match=r"head_size: .* heads of hidden_size / num_heads \(8\); remove them or "
-                                         "set variant: t5"):
-        ModelConfig(**SMALL, head_size=16)
+    with pytest.raises(ValueError, match=r"feed_forward, tie_word_embeddings apply to variant 't5' only \(the original "):
+        model_config(**SMALL, feed_forward="gated-gelu", tie_word_embeddings=False)
+    with pytest.raises(ValueError, match=r"head_size apply .* heads of hidden_size / num_heads \(8\)\); set variant 't5' "
+                                         "or remove them"):
+        model_config(**SMALL, head_size=16)
     with pytest.raises(ValueError, match="variant='transformer' is not a 'gpt' variant"):
-        ModelConfig(family="gpt", variant="transformer")
+        model_config(family="gpt", variant="transformer")
     with pytest.raises(ValueError, match="variant='albert' is not a 't5' variant; family t5 takes 't5' or "
                                          "'transformer'"):
-        ModelConfig(family="t5", variant="albert")
+        model_config(family="t5", variant="albert")
 
 
 def test_save_and_load_pretrained_round_trip_the_class_and_the_weights(tmp_path):
     torch.manual_seed(0)
-    model = build_model(ModelConfig(**SMALL), vocab_size=50).eval()
+    model = build_model(model_config(**SMALL).architecture(), vocab_size=50).eval()
     save_pretrained(model, tmp_path / "model")
     saved = json.loads((tmp_path / "model" / "model_config.json").read_text())
     assert (saved["family"], saved["variant"]) == ("t5", "transformer")
@@ -96,7 +97,7 @@ def test_save_and_load_pretrained_round_trip_the_class_and_the_weights(tmp_path)
 def test_export_to_hugging_face_is_refused_and_the_pretrain_stage_skips_it(tmp_path):
     from stages.pretrain.run import export_hugging_face
 
-    model = build_model(ModelConfig(**SMALL), vocab_size=50)
+    model = build_model(model_config(**SMALL).architecture(), vocab_size=50)
     assert not has_hf_class(model) and has_hf_class(build_model({**SMALL, "variant": "t5"}, vocab_size=50))
     with pytest.raises(ValueError, match="the original Transformer .* has no Hugging Face transformers class"):
         export_hf(model, tmp_path / "hf")

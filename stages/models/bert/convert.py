@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from stages.models.bert.model import BertConfig
+from stages.models.bert.config import BertConfig
 
 _EMBEDDING_NAMES = [
     ("embeddings.word_embedding.weight", "embeddings.word_embeddings.weight"),

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from stages.models.bert.model import BertConfig
+from stages.models.bert.config import BertConfig
 from stages.models.bert.convert import hf_bert_config
 
 _EMBEDDING_NAMES = [

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from stages.models.bert.model import BertConfig
+from stages.models.bert.config import BertConfig
 from stages.models.bert.convert import _BLOCK_NAMES as BERT_BLOCK_NAMES
 from stages.models.bert.convert import _EMBEDDING_NAMES as BERT_EMBEDDING_NAMES
 from stages.models.bert.convert import hf_bert_config

@@ -42,7 +42,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from stages.data.masking import IGNORE_INDEX
-from stages.models.bert.model import Bert, BertConfig, BertEmbeddings, BertForPreTraining, init_bert_weights
+from stages.models.bert.config import BertConfig
+from stages.models.bert.model import Bert, BertEmbeddings, BertForPreTraining, init_bert_weights
 from stages.models.mlp import ACTIVATIONS
 
 

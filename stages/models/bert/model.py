@@ -54,116 +54,18 @@ N SBO targets in the batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from stages.data.masking import IGNORE_INDEX
 from stages.models.attention import SelfAttention, padding_mask
+from stages.models.bert.config import BertConfig
 from stages.models.bert.parts import PARTS
 from stages.models.mlp import ACTIVATIONS, MLP
 from stages.models.bert.span_boundary import (
     SpanBoundaryHead, SpanBoundaryPredictions, span_boundary_targets,
 )
-
-VARIANTS = ("bert", "albert", "electra")
-SHARE_LAYERS = ("none", "all", "attention", "ffn")
-ALBERT_EMBEDDING_SIZE = 128  # E in every ALBERT of the paper
-ELECTRA_GENERATOR_SIZE = 0.25  # the generator's width / the discriminator's (the paper's small and large)
-ELECTRA_RTD_WEIGHT = 50.0  # lambda: the replaced-token-detection loss's weight against the generator's MLM
-
-
-@dataclass(kw_only=True)
-class BertConfig:
-    vocab_size: int
-    max_seq_len: int = 512
-    num_layers: int = 2
-    hidden_size: int = 128
-    num_heads: int = 2
-    intermediate_size: int = 0  # 0 means 4 * hidden_size
-    type_vocab_size: int = 2
-    dropout: float = 0.1  # hidden and attention-probability dropout (BERT uses 0.1 for both)
-    layer_norm_eps: float = 1e-12
-    pad_token_id: int = 0
-    variant: str = "bert"  # "bert" | "albert" | "electra" (see the module docstring)
-    # The fields below are resolved in __post_init__ when unset (None), by variant:
-    embedding_size: int | None = None  # E; bert: hidden_size, albert: 128
-    share_layers: str | None = None  # one of SHARE_LAYERS; bert: "none", albert: "all"
-    hidden_act: str | None = None  # FFN and MLM-head activation; bert: "gelu", albert: "gelu_new"
-    generator_size: float | None = None  # electra only: generator width / hidden_size; 0.25
-    rtd_weight: float | None = None  # electra only: loss = generator MLM + rtd_weight * RTD; 50
-    span_boundary_objective: bool = False  # SpanBERT's SBO head (see the module docstring)
-
-    def __post_init__(self) -> None:
-        if self.variant not in VARIANTS:
-            raise ValueError(f"BertConfig: variant must be one of {VARIANTS}, got {self.variant!r}")
-        albert = self.variant == "albert"
-        if self.variant == "bert":
-            # Hugging Face's BertModel has neither: refuse rather than build a model no BERT reads.
-            given = [name for name, fits in (("embedding_size", self.embedding_size in (None, self.hidden_size)),
-                                             ("share_layers", self.share_layers in (None, "none"))) if not fits]
-            if given:
-                raise ValueError(f"BertConfig: {', '.join(given)} apply to variant 'albert' only (BERT's "
-                                 "embeddings are hidden_size wide and every layer has its own weights); "
-                                 "set variant='albert' or remove them")
-        electra = self.variant == "electra"
-        if not electra:
-            given = [name for name in ("generator_size", "rtd_weight") if getattr(self, name) is not None]
-            if given:
-                raise ValueError(f"BertConfig: {', '.join(given)} apply to variant 'electra' only (the "
-                                 "generator and the replaced-token-detection loss are ELECTRA's); set "
-                                 "variant='electra' or remove them")
-        elif self.share_layers not in (None, "none"):
-            raise ValueError("BertConfig: share_layers applies to variant 'albert' only (every ELECTRA "
-                             "layer has its own weights); remove it or set variant='albert'")
-        if self.intermediate_size == 0:
-            self.intermediate_size = 4 * self.hidden_size
-        if electra:
-            self.generator_size = ELECTRA_GENERATOR_SIZE if self.generator_size is None else self.generator_size
-            self.rtd_weight = ELECTRA_RTD_WEIGHT if self.rtd_weight is None else self.rtd_weight
-        if self.embedding_size is None:
-            self.embedding_size = ALBERT_EMBEDDING_SIZE if albert else self.hidden_size
-        if self.share_layers is None:
-            self.share_layers = "all" if albert else "none"
-        if self.hidden_act is None:
-            self.hidden_act = "gelu_new" if albert else "gelu"
-        if self.share_layers not in SHARE_LAYERS:
-            raise ValueError(f"BertConfig: share_layers must be one of {SHARE_LAYERS}, got {self.share_layers!r}")
-        if not isinstance(self.span_boundary_objective, bool):
-            raise ValueError("BertConfig: span_boundary_objective must be True or False, got "
-                             f"{self.span_boundary_objective!r}")
-        if self.hidden_act not in ACTIVATIONS:
-            raise ValueError(f"BertConfig: hidden_act must be one of {sorted(ACTIVATIONS)}, got {self.hidden_act!r}")
-        for name in ("vocab_size", "max_seq_len", "num_layers", "hidden_size", "num_heads",
-                     "intermediate_size", "type_vocab_size", "embedding_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"BertConfig: {name} must be >= 1, got {getattr(self, name)}")
-        if self.hidden_size % self.num_heads:
-            raise ValueError(
-                f"BertConfig: hidden_size={self.hidden_size} is not divisible by "
-                f"num_heads={self.num_heads}; BERT uses hidden_size // 64 heads"
-            )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"BertConfig: dropout must be in [0, 1), got {self.dropout}")
-        if electra:
-            if not 0.0 < self.generator_size <= 1.0:
-                raise ValueError(f"BertConfig: generator_size must be in (0, 1], got {self.generator_size}")
-            if not self.rtd_weight > 0:
-                raise ValueError(f"BertConfig: rtd_weight must be > 0, got {self.rtd_weight}")
-            hidden, heads = self.generator_shape()
-            if hidden < 1 or hidden % heads:
-                raise ValueError(
-                    f"BertConfig: generator_size={self.generator_size} gives the generator hidden size "
-                    f"{hidden} and {heads} heads (hidden_size {self.hidden_size} and num_heads "
-                    f"{self.num_heads} scaled), which do not divide; pick a generator_size that does")
-
-    def generator_shape(self) -> tuple[int, int]:
-        """ELECTRA's generator: (hidden size, heads), the discriminator's scaled by
-        generator_size (at least one head); its feed-forward is 4 x its hidden size."""
-        return (round(self.hidden_size * self.generator_size),
-                max(1, round(self.num_heads * self.generator_size)))
 
 
 class BertEmbeddings(nn.Module):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from stages.models.gpt.model import GPTConfig
+from stages.models.gpt.config import GPTConfig
 
 # (our name, HF name, stored transposed in HF)
 _GLOBAL_NAMES = [

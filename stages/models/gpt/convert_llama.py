@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from stages.models.gpt.model import GPTConfig
+from stages.models.gpt.config import GPTConfig
 
 # (our name, HF name) for tensors that convert one to one.
 _GLOBAL_NAMES = [

@@ -31,7 +31,6 @@ nkv key/value heads, V vocabulary size.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -39,87 +38,9 @@ import torch.nn.functional as F
 
 from stages.data.masking import IGNORE_INDEX
 from stages.models.attention import KVCache, SelfAttention
-from stages.models.gpt.parts import PARTS, DecoderParts
+from stages.models.gpt.config import GPTConfig
+from stages.models.gpt.parts import DecoderParts, PARTS
 
-VARIANTS = ("gpt2", "llama")
-
-
-@dataclass(kw_only=True)
-class GPTConfig:
-    vocab_size: int
-    max_seq_len: int
-    num_layers: int = 2
-    hidden_size: int = 128
-    num_heads: int = 4
-    dropout: float = 0.0
-    layer_norm_eps: float = 1e-5  # LayerNorm's (gpt2) or RMSNorm's (llama) epsilon
-    variant: str = "gpt2"  # "gpt2" | "llama" (see the module docstring)
-    # The fields below are resolved in __post_init__ when unset (None):
-    num_kv_heads: int | None = None  # llama: key/value heads (grouped-query attention); = num_heads
-    intermediate_size: int | None = None  # MLP inner width; gpt2: 4C, llama: llama_intermediate_size(C)
-    rope_theta: float | None = None  # llama: rotary base; 10000
-    tie_word_embeddings: bool | None = None  # LM head = token embedding; gpt2: always, llama: no
-
-    def __post_init__(self) -> None:
-        if self.variant not in VARIANTS:
-            raise ValueError(f"GPTConfig: variant must be one of {VARIANTS}, got {self.variant!r}")
-        if self.hidden_size % self.num_heads != 0:
-            raise ValueError(
-                f"GPTConfig: hidden_size={self.hidden_size} is not divisible by "
-                f"num_heads={self.num_heads}; pick num_heads that divides hidden_size "
-                f"(e.g. {_largest_divisor_at_most(self.hidden_size, self.num_heads)})"
-            )
-        for name in ("vocab_size", "max_seq_len", "num_layers", "hidden_size", "num_heads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"GPTConfig: {name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"GPTConfig: dropout must be in [0, 1), got {self.dropout}")
-        llama = self.variant == "llama"
-        if not llama:
-            # GPT-2 (and Hugging Face's GPT2LMHeadModel) has none of these: refuse rather than ignore.
-            given = [name for name, fits in (("num_kv_heads", self.num_kv_heads in (None, self.num_heads)),
-                                             ("rope_theta", self.rope_theta is None),
-                                             ("tie_word_embeddings", self.tie_word_embeddings in (None, True)))
-                     if not fits]
-            if given:
-                raise ValueError(f"GPTConfig: {', '.join(given)} apply to variant 'llama' only "
-                                 "(gpt2 has one key/value head per query head, learned positions and a "
-                                 "tied head); set variant='llama' or remove them")
-        if self.num_kv_heads is None:
-            self.num_kv_heads = self.num_heads
-        if self.num_kv_heads < 1 or self.num_heads % self.num_kv_heads:
-            raise ValueError(f"GPTConfig: num_kv_heads={self.num_kv_heads} must divide num_heads="
-                             f"{self.num_heads} (each key/value head serves a whole group of query heads)")
-        if self.intermediate_size is None:
-            self.intermediate_size = llama_intermediate_size(self.hidden_size) if llama else 4 * self.hidden_size
-        if self.intermediate_size < 1:
-            raise ValueError(f"GPTConfig: intermediate_size must be >= 1, got {self.intermediate_size}")
-        if llama:
-            self.rope_theta = 10000.0 if self.rope_theta is None else self.rope_theta
-            if self.rope_theta <= 0:
-                raise ValueError(f"GPTConfig: rope_theta must be > 0, got {self.rope_theta}")
-            if (self.hidden_size // self.num_heads) % 2:
-                raise ValueError(f"GPTConfig: rotary positions need an even head size, got hidden_size "
-                                 f"{self.hidden_size} / num_heads {self.num_heads} = "
-                                 f"{self.hidden_size // self.num_heads}")
-        if self.tie_word_embeddings is None:
-            self.tie_word_embeddings = not llama
-
-    @property
-    def head_size(self) -> int:
-        return self.hidden_size // self.num_heads
-
-
-def llama_intermediate_size(hidden_size: int, multiple_of: int = 256) -> int:
-    """Meta's Llama rule: 2/3 of 4C (SwiGLU has three matrices where GELU has two, so the
-    parameter count stays that of a 4C MLP), rounded up to a multiple of 256
-    (4096 -> 11008 for Llama-7B, 2048 -> 5632 for TinyLlama)."""
-    width = int(2 * 4 * hidden_size / 3)
-    return multiple_of * -(-width // multiple_of)
-
-
-def _largest_divisor_at_most(n: int, k: int) -> int:
-    return max(d for d in range(1, min(n, k) + 1) if n % d == 0)
 
 
 class Block(nn.Module):

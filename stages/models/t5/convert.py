@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from stages.models.t5.model import T5Config
+from stages.models.t5.config import T5Config
 
 
 def _ffn_names(config: T5Config) -> list[tuple[str, str]]:

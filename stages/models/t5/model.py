@@ -23,8 +23,6 @@ nh heads, V vocabulary size.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -34,72 +32,7 @@ from stages.models.attention import CrossAttention, KVCache, SelfAttention, addi
 from stages.models.mlp import MLP, GatedMLP
 from stages.models.norms import RMSNorm
 from stages.models.positions import RelativePositionBias
-
-FEED_FORWARD_KINDS = ("relu", "gated-gelu")
-VARIANTS = ("t5", "transformer")  # transformer: Vaswani et al. 2017 (stages/models/t5/transformer.py)
-
-
-@dataclass(kw_only=True)
-class T5Config:
-    vocab_size: int
-    hidden_size: int = 64  # d_model
-    # d_kv; num_heads * head_size need not equal hidden_size (t5). Unset: 16 for t5,
-    # hidden_size / num_heads for transformer (which allows no other value).
-    head_size: int | None = None
-    ff_size: int = 128  # d_ff
-    num_layers: int = 2  # encoder blocks
-    num_decoder_layers: int = 0  # 0 means num_layers
-    num_heads: int = 4
-    relative_attention_num_buckets: int = 32
-    relative_attention_max_distance: int = 128
-    feed_forward: str = "relu"  # "relu" (T5 v1.0) or "gated-gelu" (T5 v1.1)
-    tie_word_embeddings: bool = True  # v1.0 True, v1.1 False
-    dropout: float = 0.1
-    layer_norm_eps: float | None = None  # unset: 1e-6 (t5's RMSNorm), 1e-5 (transformer's LayerNorm)
-    pad_token_id: int = 0
-    eos_token_id: int = 1
-    decoder_start_token_id: int = 0  # T5 starts decoding from the pad token
-    variant: str = "t5"  # "t5" | "transformer" (see the module docstring)
-
-    def __post_init__(self) -> None:
-        if self.variant not in VARIANTS:
-            raise ValueError(f"T5Config: variant must be one of {VARIANTS}, got {self.variant!r}")
-        transformer = self.variant == "transformer"
-        if transformer:
-            _check_transformer_fields(self)
-        if self.head_size is None:
-            self.head_size = self.hidden_size // max(self.num_heads, 1) if transformer else 16
-        if self.layer_norm_eps is None:
-            self.layer_norm_eps = 1e-5 if transformer else 1e-6
-        if self.num_decoder_layers == 0:
-            self.num_decoder_layers = self.num_layers
-        if self.feed_forward not in FEED_FORWARD_KINDS:
-            raise ValueError(f"T5Config: feed_forward must be one of {FEED_FORWARD_KINDS}, got {self.feed_forward!r}")
-        for name in ("vocab_size", "hidden_size", "head_size", "ff_size", "num_layers",
-                     "num_decoder_layers", "num_heads", "relative_attention_num_buckets"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"T5Config: {name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"T5Config: dropout must be in [0, 1), got {self.dropout}")
-
-
-def _check_transformer_fields(config: T5Config) -> None:
-    """The original Transformer has none of T5's choices: refuse them rather than ignore them."""
-    given = [name for name, fits in (
-        ("relative_attention_num_buckets", config.relative_attention_num_buckets == 32),
-        ("relative_attention_max_distance", config.relative_attention_max_distance == 128),
-        ("feed_forward", config.feed_forward == "relu"),
-        ("tie_word_embeddings", config.tie_word_embeddings)) if not fits]
-    if given:
-        raise ValueError(f"T5Config: {', '.join(given)} apply to variant 't5' only (the original Transformer "
-                         "has sinusoidal positions, a ReLU feed-forward and one embedding matrix shared by "
-                         "source, target and output); set variant='t5' or remove them")
-    if config.num_heads < 1 or config.hidden_size % config.num_heads or config.head_size not in (
-            None, config.hidden_size // config.num_heads):
-        raise ValueError(f"T5Config: variant 'transformer' splits hidden_size={config.hidden_size} into "
-                         f"num_heads={config.num_heads} heads of hidden_size / num_heads each (d_k = d_model / h), "
-                         f"so num_heads must divide hidden_size and head_size (got {config.head_size}) be unset "
-                         "or equal to that quotient")
+from stages.models.t5.config import T5Config
 
 
 def build_t5_mlp(config: T5Config) -> nn.Module:

@@ -45,7 +45,8 @@ import torch.nn as nn
 from stages.models.attention import CrossAttention, KVCache, SelfAttention, additive_mask, padding_mask
 from stages.models.mlp import MLP
 from stages.models.positions import sinusoidal_positions
-from stages.models.t5.model import T5, T5Config
+from stages.models.t5.config import T5Config
+from stages.models.t5.model import T5
 
 
 def _attention_kwargs(config: T5Config) -> dict:
