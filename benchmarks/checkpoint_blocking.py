@@ -60,8 +60,8 @@ def train_loop(config: dict) -> None:
     import torch
 
     from stages.models import build_model
+    from stages.objectives.clm.loss import CausalLM
     from stages.pretrain.config import ModelConfig, PretrainConfig
-    from stages.pretrain.objectives import CausalLM
     from stages.training.async_checkpoint import open_checkpointer
     from stages.training.engine import create_engine, optimizer_step
     from stages.training.engine_settings import EngineSettings

@@ -41,8 +41,8 @@ import torch.distributed as dist  # noqa: E402
 
 from stages.models.build import padded_vocab_size  # noqa: E402
 from stages.models.presets import build_preset, preset_config  # noqa: E402
+from stages.objectives.clm.loss import CausalLM  # noqa: E402
 from stages.pretrain.config import PretrainConfig  # noqa: E402
-from stages.pretrain.objectives import CausalLM  # noqa: E402
 from stages.training.engine import create_engine, optimizer_step  # noqa: E402
 from stages.training.engine_settings import EngineSettings  # noqa: E402
 from stages.training.parallelize import compile_loss_for, parallelize_for  # noqa: E402
