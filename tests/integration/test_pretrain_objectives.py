@@ -30,8 +30,7 @@ from stages.evaluate.fewshot import DEFAULT_SEED
 from stages.evaluate.snapshots import score_snapshots
 from stages.evaluate.spec import resolve_task_spec
 from stages.models import BertForPreTraining, T5, load_pretrained
-from stages.objectives.registry import build_batch_builder
-from stages.objectives.registry import build_objective
+from stages.objectives.registry import build_batch_builder, build_objective
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.metrics import PartTotals, part_metrics
 from stages.pretrain.run import run

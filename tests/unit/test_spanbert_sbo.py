@@ -20,8 +20,7 @@ from stages.data.loader import ExampleLoader
 from stages.models import BertConfig, BertForPreTraining, build_model, load_pretrained, save_pretrained
 from stages.models.hf_export import export_hf, import_hf
 from stages.models.span_boundary import SBO_MAX_SPAN_TOKENS, span_boundary_targets
-from stages.objectives.registry import build_batch_builder
-from stages.objectives.registry import build_objective
+from stages.objectives.registry import build_batch_builder, build_objective
 from stages.pretrain.config import ModelConfig, PretrainConfig
 from tests.engine_subprocess import run_engine_script
 from tests.unit.test_dataset_objectives import build, make_corpus, make_tokenizer
