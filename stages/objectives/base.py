@@ -15,17 +15,17 @@ its Ray tasks pick a writer without importing torch.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
 from stages.tokenizer.output import TokenIds
 
-# A loader's batch builder: (stored columns, global example indices, epoch) -> tensors.
-BatchBuilder = Callable[[dict[str, np.ndarray], np.ndarray, int], dict[str, Any]]
+if TYPE_CHECKING:  # the loader imports torch
+    from stages.data.loader import BatchBuilder
 
 
 class ShardWriter(Protocol):

@@ -18,12 +18,15 @@ on the mlm dataset without a sentence task.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stages.objectives.base import BatchBuilder, PretrainingObjective
+from stages.objectives.base import PretrainingObjective
 from stages.objectives.clm import ClmObjective
 from stages.objectives.mlm import MlmObjective
 from stages.objectives.span import SpanObjective
+
+if TYPE_CHECKING:  # the loader imports torch
+    from stages.data.loader import BatchBuilder
 
 OBJECTIVES: tuple[PretrainingObjective, ...] = (ClmObjective(), MlmObjective(), SpanObjective())
 OBJECTIVE_NAMES: tuple[str, ...] = tuple(objective.name for objective in OBJECTIVES)

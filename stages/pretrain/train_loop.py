@@ -54,7 +54,6 @@ from stages.objectives.registry import build_batch_builder, build_objective
 from stages.pretrain.peak_flops import device_peak
 from stages.pretrain.samples import SAMPLES_FILE, Sampler
 from stages.pretrain.snapshots import record_snapshot, remove_partial_snapshots, snapshot_path, write_model_folder
-from stages.tracking import open_tracker
 from stages.training.async_checkpoint import open_checkpointer
 from stages.training.checkpoint import restore_latest
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
@@ -62,6 +61,7 @@ from stages.training.engine_settings import EngineSettings
 from stages.training.parallelize import compile_loss_for, parallelize_for
 from stages.training.preemption import PreemptionWatch
 from stages.training.progress import ProgressLines
+from stages.tracking import open_tracker
 
 
 def train_loop_per_worker(loop_config: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ def test_every_dataset_objective_has_one_objective_and_each_family_one():
     assert len(set(FAMILY_OF_OBJECTIVE.values())) == len(FAMILY_OF_OBJECTIVE)
 
 
-def test_picking_a_writer_imports_no_torch():
+def test_the_dataset_stage_and_the_registry_import_no_torch():
     code = ("import sys, stages.dataset.run, stages.objectives.registry as r\n"
             "assert 'torch' not in sys.modules, 'torch imported'\n")
     subprocess.run([sys.executable, "-c", code], check=True)
