@@ -60,9 +60,9 @@ def train_loop(config: dict) -> None:
     import torch
 
     from stages.models import build_model
+    from stages.objectives.clm.loss import CausalLM
     from stages.pretrain.config import PretrainConfig
     from stages.pretrain.model_config import model_config
-    from stages.pretrain.objectives import CausalLM
     from stages.training.async_checkpoint import open_checkpointer
     from stages.training.engine import create_engine, optimizer_step
     from stages.training.engine_settings import EngineSettings

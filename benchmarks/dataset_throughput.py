@@ -37,6 +37,7 @@ from stages.dataset.config import DatasetConfig  # noqa: E402
 from stages.dataset.run import run as run_dataset  # noqa: E402
 from stages.ingest.sentences import split_sentences  # noqa: E402
 from stages.ingest.sharding import document_shards  # noqa: E402
+from stages.objectives.registry import build_batch_builder
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "corpus" / "gutenberg"
 BOOKS = ["pg7700.txt", "pg1250.txt", "The-Dunwich-Horror.txt", "pg851.txt", "pg7700.txt"]
@@ -166,7 +167,7 @@ def loader_throughput(root: Path) -> list[tuple]:
     step_examples_per_s = 8 * steps / (time.perf_counter() - start)
     rows = []
     for name in ["out-clm", "out-mlm", "out-mlm-static-x1", "out-span"]:
-        loader = ExampleLoader(root / name, "train", 8, rank=0, world_size=2, seed=0)
+        loader = ExampleLoader(root / name, "train", 8, rank=0, world_size=2, seed=0, batch_builder=build_batch_builder)
         next(loader)
         start, n = time.perf_counter(), 300
         for _ in range(n):

@@ -40,10 +40,10 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from stages.models.build import padded_vocab_size  # noqa: E402
-from stages.models.build import build_preset  # noqa: E402
-from stages.models.config import preset_config  # noqa: E402
+from stages.models.build import build_preset
+from stages.models.config import preset_config
+from stages.objectives.clm.loss import CausalLM
 from stages.pretrain.config import PretrainConfig  # noqa: E402
-from stages.pretrain.objectives import CausalLM  # noqa: E402
 from stages.training.engine import create_engine, optimizer_step  # noqa: E402
 from stages.training.engine_settings import EngineSettings  # noqa: E402
 from stages.training.parallelize import compile_loss_for, parallelize_for  # noqa: E402

@@ -74,8 +74,8 @@ def run_variant(args: argparse.Namespace) -> dict:
     import torch.distributed as dist
 
     from stages.models import build_model
+    from stages.objectives.clm.loss import CausalLM
     from stages.pretrain.config import PretrainConfig
-    from stages.pretrain.objectives import CausalLM
     from stages.training.engine import create_engine, optimizer_step
     from stages.training.engine_settings import EngineSettings
     from stages.training.parallelize import parallelize_for

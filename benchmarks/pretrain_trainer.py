@@ -102,8 +102,8 @@ class OurTrainer:
     """The pretrain loop's inner step on an engine from create_engine."""
 
     def __init__(self, model, precision: str, zero_stage: int, batch: int, autocast: bool = False):
+        from stages.objectives.clm.loss import CausalLM
         from stages.pretrain.config import PretrainConfig
-        from stages.pretrain.objectives import CausalLM
         from stages.training.engine import create_engine
         from stages.training.engine_settings import EngineSettings
 

@@ -60,8 +60,8 @@ def worker(rank: int, args: argparse.Namespace, config: str, port: int, result_d
     import torch.distributed as dist
 
     from stages.models import build_model
+    from stages.objectives.clm.loss import CausalLM
     from stages.pretrain.config import PretrainConfig
-    from stages.pretrain.objectives import CausalLM
     from stages.training.engine import create_engine, optimizer_step
     from stages.training.engine_settings import EngineSettings
 

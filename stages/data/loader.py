@@ -15,8 +15,10 @@ mixes the whole split rather than a buffer's width, and makes the resume positio
 single integer that does not depend on the world size. A shuffle buffer's state depends
 on the ranks reading it and could not resume on another world size exactly.
 
-Objectives: the stored columns become model inputs in `stages.data.batches` (dynamic
-masking is drawn there from (seed, epoch, example index), so resume stays exact).
+Objectives: the stored columns become model inputs in the batch builder the caller hands
+the loader (`stages.objectives`: the objective's, for the dataset's index; dynamic masking
+is drawn there from (seed, epoch, example index), so resume stays exact). The caller picks
+it, so that this layer knows no objective.
 
 Damage: a shard that does not parse, or whose row count or token ids disagree with
 index.json, raises DamagedShardError naming the file when the loader is built, before
@@ -27,13 +29,14 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import torch
 
-from stages.data.batches import build_batch_builder
 from stages.data.packed import (
     REBUILD_HINT,
     INDEX_FILE,
@@ -46,22 +49,28 @@ from stages.data.packed import (
 from storage.dataset_cache import local_dataset_dir
 from stages.data.token_range import check_token_ids, should_check
 
+# (stored columns, global example indices, epoch) -> a batch
+BatchBuilder = Callable[[dict[str, np.ndarray], np.ndarray, int], Any]
+# (the dataset's index.json, the loader's seed) -> its batch builder
+BatchBuilderFactory = Callable[[dict, int], BatchBuilder]
+
 
 class ExampleLoader:
-    """Iterates forever (epoch after epoch); each item is a dict of tensors whose keys
-    depend on the objective (see `stages.data.batches`), each (batch_size, ...).
+    """Iterates forever (epoch after epoch); each item is what `batch_builder(index,
+    seed)` makes of a batch's stored columns: for an objective's builder
+    (`stages.objectives.registry.build_batch_builder`) a dict of tensors whose keys depend
+    on the objective, each (batch_size, ...).
 
     shuffle=False reads examples in storage order (evaluation). drop_last=False keeps the
     epoch's last, partial global batch: a rank then gets fewer examples, possibly none,
     so that every rank still takes the same number of steps. `dataset_dir` may be an
     fsspec URL (s3://, gs://, memory://, file://); its files are copied once to
-    `cache_dir` and memory-mapped from there. document_ids=True adds clm's per-position
-    document index.
+    `cache_dir` and memory-mapped from there.
     """
 
     def __init__(self, dataset_dir: str | os.PathLike, split: str, batch_size: int,
                  rank: int = 0, world_size: int = 1, seed: int = 0, shuffle: bool = True,
-                 drop_last: bool = True, *, document_ids: bool = False,
+                 drop_last: bool = True, *, batch_builder: BatchBuilderFactory,
                  cache_dir: str | os.PathLike | None = None):
         if not 0 <= rank < world_size:
             raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
@@ -80,7 +89,7 @@ class ExampleLoader:
         self.seed = seed
         self.shuffle = shuffle
         self.drop_last = drop_last
-        self._build_batch = build_batch_builder(self.index, seed, document_ids)
+        self._build_batch = batch_builder(self.index, seed)
 
         self._blocks, self._empty = _map_shards(local_dir, self.index["splits"][split]["shards"],
                                                 self.index["vocab_size"], rank, world_size)
@@ -110,7 +119,7 @@ class ExampleLoader:
     def __iter__(self):
         return self
 
-    def __next__(self) -> dict[str, torch.Tensor]:
+    def __next__(self):
         epoch, rows = self._next_rows()
         return self._build_batch(self._gather(rows), rows, epoch)
 
@@ -167,9 +176,15 @@ class PackedSequenceLoader(ExampleLoader):
     """The clm loader of the trunk: each item is input_ids alone, a LongTensor
     (batch_size, seq_len)."""
 
-    def __next__(self) -> torch.Tensor:
-        epoch, rows = self._next_rows()
-        return torch.from_numpy(self._gather(rows)["input_ids"].astype(np.int64))
+    def __init__(self, dataset_dir: str | os.PathLike, split: str, batch_size: int, rank: int = 0,
+                 world_size: int = 1, seed: int = 0, shuffle: bool = True, drop_last: bool = True, *,
+                 cache_dir: str | os.PathLike | None = None):
+        super().__init__(dataset_dir, split, batch_size, rank, world_size, seed, shuffle, drop_last,
+                         batch_builder=lambda index, seed: _input_ids, cache_dir=cache_dir)
+
+
+def _input_ids(columns: dict[str, np.ndarray], example_ids: np.ndarray, epoch: int) -> torch.Tensor:
+    return torch.from_numpy(columns["input_ids"].astype(np.int64))
 
 
 def _map_shards(dataset_dir: Path, shards: list[dict], vocab_size: int, rank: int,

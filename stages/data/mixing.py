@@ -122,7 +122,8 @@ def part_dir(dataset_dir: str | os.PathLike, part: dict) -> str:
 def open_mixture(dataset_dir: str | os.PathLike, split: str, batch_size: int, rank: int = 0,
                  world_size: int = 1, seed: int = 0, **loader_options) -> MixtureLoader:
     """One ExampleLoader per part of the mixture dataset at `dataset_dir`, mixed by the
-    weights its index.json records. `loader_options` go to every ExampleLoader."""
+    weights its index.json records. `loader_options` (the caller's batch_builder among
+    them) go to every ExampleLoader."""
     parts = mixture_parts(read_top_index(dataset_dir))
     if not parts:
         raise ValueError(f"{dataset_dir}/{INDEX_FILE} lists no mixture; open it with "

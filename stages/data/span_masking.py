@@ -1,7 +1,7 @@
 """SpanBERT's masking (Joshi et al. 2020), numpy only: contiguous spans of whole words
 instead of single tokens or scattered words. Shared, like masking.py, by the dataset
 stage (static masks, stored: `mask_rows`) and the loader (dynamic masks drawn per epoch:
-`mask_examples`, one generator per example; stages/data/batches.py).
+`mask_examples`, one generator per example; stages/objectives/mlm/batch.py).
 
 Per example, with the same budget as BERT's masking (round(mask_prob * maskable tokens),
 at least one):

@@ -1,5 +1,5 @@
 """One task per ingest shard: tokenize its documents and turn them into examples of the
-objective (objectives.py).
+objective (its writer: stages.objectives).
 
 Each document goes wholly to train or to validation (a seeded hash of its id) and is
 encoded: as one token stream (clm, span) or sentence by sentence (mlm; the ingest
@@ -30,8 +30,8 @@ from tokenizers import Tokenizer
 
 from stages.data.hashing import unit_hash
 from stages.data.packed import SPLITS, count_rows, shard_path
-from stages.dataset.objectives import ObjectiveSpec, build_writer
-from stages.dataset.sentence_pairs import SentenceWindow
+from stages.objectives.base import WriterSpec
+from stages.objectives.mlm.sentence_pairs import SentenceWindow
 
 _DOCUMENTS_PER_BATCH = 512
 _SPLIT_SALT = "validation-split"
@@ -44,7 +44,7 @@ class PackJob:
     shard_index: int
     tokenizer_file: Path
     output_dir: Path
-    spec: ObjectiveSpec
+    spec: WriterSpec
     validation_fraction: float
     seed: int
     max_train_rows: int | None
@@ -79,14 +79,14 @@ def pack_shard(job: PackJob) -> PackedShard:
 
     tokenizer = _load_tokenizer(str(job.tokenizer_file), job.tokenizer_file.stat().st_mtime_ns)
     writers = {
-        split: build_writer(job.spec, str(job.output_dir / shard_path(split, job.shard_index)),
-                            job.max_train_rows if split == "train" else None,
-                            np.random.default_rng([job.seed, job.shard_index, i]))
+        split: job.spec.objective.writer(job.spec, str(job.output_dir / shard_path(split, job.shard_index)),
+                                         job.max_train_rows if split == "train" else None,
+                                         np.random.default_rng([job.seed, job.shard_index, i]))
         for i, split in enumerate(SPLITS)
     }
     source = pq.ParquetFile(job.ingest_shard)
     columns = ["id", "text"]
-    if job.spec.needs_sentences and "sentences" in source.schema_arrow.names:
+    if job.spec.objective.by_sentence and "sentences" in source.schema_arrow.names:
         columns = ["id", "sentences"]
     if job.sources is not None:
         columns.append("source")
@@ -128,7 +128,7 @@ def _encoded_batches(source: pq.ParquetFile, columns: list[str], job: PackJob,
                 continue
             validation = is_validation(doc_id, job.seed, job.validation_fraction)
             by_split["validation" if validation else "train"].append(text)
-        return {split: _encode(tokenizer, split_texts, columns[1], job.spec.needs_sentences)
+        return {split: _encode(tokenizer, split_texts, columns[1], job.spec.objective.by_sentence)
                 for split, split_texts in by_split.items() if split_texts}
 
     batches = source.iter_batches(_DOCUMENTS_PER_BATCH, columns=columns)

@@ -14,7 +14,7 @@ both. Shard i packs ingest shard i, one task each (Ray tasks when the driver has
 Ray); the bytes do not depend on the parallelism.
 
 Objectives mlm (BERT pairs, static or dynamic masking) and span (T5 span corruption) are
-built by the same code with other writers (objectives.py); their index.json also holds
+built by the same code with other writers (stages.objectives); their index.json also holds
 the special token ids, the settings the loader needs, and per-split stats.
 
 dataset.mixture (several sources, each with a weight): one such dataset per part, in
@@ -46,12 +46,13 @@ from typing import TYPE_CHECKING
 from stages.data.packed import SPLITS, shard_path, token_dtype, write_index
 from stages.dataset.config import DatasetConfig
 from stages.dataset.mixture import mixture_index, plan_mixture
-from stages.dataset.objectives import ObjectiveSpec, span_lengths
 from stages.dataset.packing import PackJob, pack_shard, remove_partial_files
 from stages.dataset.stats import StatsJob, split_stats_of
 from stages.ingest.sharding import document_shards
+from stages.objectives.base import WriterSpec
+from stages.objectives.registry import objective_named
 from stages.ray_tasks import map_tasks, map_where_files_are
-from stages.tokenizer.output import TOKENIZER_FILE, TokenIds, resolve_token_ids
+from stages.tokenizer.output import TOKENIZER_FILE, resolve_token_ids
 
 if TYPE_CHECKING:
     from stages.context import StageContext
@@ -66,7 +67,8 @@ def run(ctx: StageContext) -> dict:
             f"no document shards in {ctx.inputs['ingest']}/documents; re-run the ingest stage")
     ids = resolve_token_ids(ctx.inputs["tokenizer"], config.objective)
     dtype = token_dtype(ids.vocab_size)
-    spec = ObjectiveSpec(config.objective, config, dtype, ids)
+    objective = objective_named(config.objective)
+    spec = WriterSpec(objective, config.seq_len, dtype, ids, objective.index_entries(config, ids))
 
     unmatched: list[str] = []
     if config.mixture:
@@ -105,10 +107,10 @@ def run(ctx: StageContext) -> dict:
             raise ValueError(
                 f"the train split{part} is empty: the corpus has fewer than seq_len={config.seq_len} "
                 f"tokens per ingest shard; lower dataset.seq_len or ingest more text")
-    all_stats = _targets_stats(targets, config, ids, ctx.node_transfer)
+    all_stats = _targets_stats(targets, spec, ctx.node_transfer)
     indexes, stats = [], []
     for target, results, target_stats in zip(targets, per_target, all_stats, strict=True):
-        index = _target_index(target, results, config, ids, dtype, target_stats)
+        index = _target_index(target, results, spec, target_stats)
         write_index(target.output_dir, index)
         indexes.append(index)
         stats.append(target_stats)
@@ -148,13 +150,13 @@ class _Target:
     name: str | None = None
 
 
-def _targets_stats(targets: list[_Target], config: DatasetConfig, ids: TokenIds, transfer) -> list[dict]:
+def _targets_stats(targets: list[_Target], spec: WriterSpec, transfer) -> list[dict]:
     """Per target, per split, its statistics, read back from the finished shards by tasks
     where the shards are (stages.ray_tasks.map_where_files_are); clm's need no reading."""
     jobs = [StatsJob(target.output_dir, tuple(target.output_dir / shard_path(split, i) for i, _ in target.shards),
-                     config.objective, config.seq_len, ids.pad, ids.sentinels)
+                     spec.objective.name, spec.seq_len, spec.ids.pad, spec.ids.sentinels)
             for target in targets for split in SPLITS]
-    if config.objective == "clm":
+    if not spec.objective.reads_stats:
         results = [split_stats_of(job) for job in jobs]
     else:
         results = map_where_files_are(split_stats_of, jobs, desc="dataset: split statistics", transfer=transfer)
@@ -162,22 +164,22 @@ def _targets_stats(targets: list[_Target], config: DatasetConfig, ids: TokenIds,
             for k in range(len(targets))]
 
 
-def _target_index(target: _Target, packed: list, config: DatasetConfig, ids: TokenIds,
-                  dtype: str, stats: dict) -> dict:
+def _target_index(target: _Target, packed: list, spec: WriterSpec, stats: dict) -> dict:
     """The index.json of one built dataset, with its per-split `stats`."""
+    seq_len, ids = spec.seq_len, spec.ids
     splits = {}
     for split in SPLITS:
         shards = [{"path": shard_path(split, i), "rows": getattr(p, f"{split}_rows"),
-                   "tokens": getattr(p, f"{split}_rows") * config.seq_len}
+                   "tokens": getattr(p, f"{split}_rows") * seq_len}
                   for (i, _), p in zip(target.shards, packed, strict=True)]
         rows = sum(shard["rows"] for shard in shards)
-        splits[split] = {"shards": shards, "rows": rows, "tokens": rows * config.seq_len}
+        splits[split] = {"shards": shards, "rows": rows, "tokens": rows * seq_len}
     index = {
-        "objective": config.objective, "seq_len": config.seq_len, "vocab_size": ids.vocab_size,
-        "dtype": dtype, "eos_id": ids.eos, "pad_id": ids.pad, "splits": splits,
+        "objective": spec.objective.name, "seq_len": seq_len, "vocab_size": ids.vocab_size,
+        "dtype": spec.dtype, "eos_id": ids.eos, "pad_id": ids.pad, "splits": splits,
     }
-    if config.objective != "clm":  # clm's index stays as it was (byte-identical outputs)
-        index.update(_objective_index(config, ids), stats=stats)
+    if spec.entries:  # clm has none: its index stays as it was (byte-identical outputs)
+        index.update(spec.entries, stats=stats)
     return index
 
 
@@ -187,22 +189,6 @@ def _split_metrics(splits: dict) -> dict:
 
 def _stats_metrics(stats: dict) -> dict:
     return {f"{split}_{key}": value for split in SPLITS for key, value in stats[split].items()}
-
-
-def _objective_index(config: DatasetConfig, ids: TokenIds) -> dict:
-    """What the loader needs to turn stored columns into a batch (dynamic masks, decoder
-    inputs), so that it never needs the tokenizer."""
-    special = {"cls_id": ids.cls, "sep_id": ids.sep, "mask_id": ids.mask,
-               "special_ids": list(ids.special)}
-    if config.objective == "mlm":
-        mlm = config.mlm.model_dump(mode="json")
-        if config.mlm.unit != "token":
-            mlm["continuation_ids"] = list(ids.continuation)
-        return {"special": special, "mlm": mlm}
-    raw_length, targets_length = span_lengths(config)
-    return {"special": special, "span": {
-        **config.span.model_dump(mode="json"), "raw_length": raw_length,
-        "targets_length": targets_length, "sentinel_ids": list(ids.sentinels)}}
 
 
 def _train_row_budgets(config: DatasetConfig, num_shards: int) -> list[int | None]:

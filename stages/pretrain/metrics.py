@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from stages.pretrain.objectives.base import LOSS_SUM, NUM_CORRECT, NUM_PREDICTIONS, ObjectiveOutput
+from stages.objectives.output import LOSS_SUM, NUM_CORRECT, NUM_PREDICTIONS, ObjectiveOutput
 
 
 class PartStats(dict):

@@ -181,7 +181,7 @@ def read_dataset_index(dataset_dir: Path, family: str, variant: str | None = Non
     """The dataset's index.json, checked for what pretraining `family` needs: its
     objective (a clear error naming dataset.objective and pretrain.model.family; variant
     electra: dataset.mlm.sentence_task) and non-empty train and validation splits."""
-    from stages.pretrain.objectives import build_objective
+    from stages.objectives.registry import build_objective
 
     index = read_index(dataset_dir)  # a clear error if the dataset stage did not finish
     index_path = dataset_dir / "index.json"

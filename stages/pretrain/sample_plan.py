@@ -98,6 +98,7 @@ def validation_sources(tokenizer, dataset_dir: Path, count: int, seed: int, pad_
     from stages.data.loader import ExampleLoader
     from stages.data.mixing import mixture_parts, part_dir
     from stages.data.packed import read_index
+    from stages.objectives.registry import build_batch_builder
 
     from stages.ray_tasks import bring_to_driver
 
@@ -105,7 +106,7 @@ def validation_sources(tokenizer, dataset_dir: Path, count: int, seed: int, pad_
     split_dir = part_dir(dataset_dir, parts[0]) if parts else dataset_dir
     bring_to_driver(split_dir / "validation", transfer)  # read here, in the driver: a few rows of it
     loader = ExampleLoader(split_dir, "validation", batch_size=min(count, 1024), seed=seed, shuffle=False,
-                           drop_last=False)
+                           drop_last=False, batch_builder=build_batch_builder)
     batch = next(loader)
 
     def text(ids: list[int]) -> str:

@@ -9,7 +9,7 @@ resolved from the user's files (init_from, deepspeed_config, eval_tasks). The en
 from create_engine with EngineSettings.from_pretrain (stages/training/engine_settings.py).
 
 The loop is the same for every objective: the dataset's index.json names the objective
-(clm, mlm with nsp / sop / none, span; see stages/pretrain/objectives), which turns a
+(clm, mlm with nsp / sop / none, span; see stages/objectives), which turns a
 batch into a loss and per-objective statistics; stages/pretrain/metrics.py turns those
 into the logged metrics.
 
@@ -49,8 +49,8 @@ from stages.pretrain.job import PretrainJob
 from stages.pretrain.metrics import (
     IntervalMeter, PartTotals, Throughput, mixture_validation, part_metrics, perplexity,
 )
-from stages.pretrain.objectives import build_objective
-from stages.pretrain.objectives.base import NUM_PREDICTIONS
+from stages.objectives.output import NUM_PREDICTIONS
+from stages.objectives.registry import build_batch_builder, build_objective
 from stages.pretrain.peak_flops import device_peak
 from stages.pretrain.samples import SAMPLES_FILE, Sampler
 from stages.pretrain.snapshots import record_snapshot, remove_partial_snapshots, snapshot_path, write_model_folder
@@ -104,8 +104,8 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     # A dataset.mixture gives one loader per source, mixed by weight: every rank draws the
     # same source for each global micro batch (stages/data/mixing.py).
     train_loader = open_examples(
-        job.dataset_dir, "train", cfg.micro_batch_size, rank, world_size, seed, shuffle=True
-    )
+        job.dataset_dir, "train", cfg.micro_batch_size, rank, world_size, seed, shuffle=True,
+        batch_builder=build_batch_builder)
     mixture_sources = tuple(train_loader.names) if isinstance(train_loader, MixtureLoader) else ()
     checkpointer = open_checkpointer(engine, asynchronous=cfg.checkpoint_async)  # pretrain.checkpoint_async
 
@@ -289,7 +289,7 @@ def evaluate(engine, objective, job: PretrainJob, rank: int, world_size: int) ->
 def _validation_record(engine, objective, dataset_dir: str | Path, cfg: PretrainConfig, seed: int, rank: int,
                        world_size: int) -> dict[str, float]:
     loader = ExampleLoader(dataset_dir, "validation", cfg.micro_batch_size, rank, world_size, seed,
-                           shuffle=False, drop_last=False)
+                           shuffle=False, drop_last=False, batch_builder=build_batch_builder)
     totals = PartTotals(objective.parts, engine.device)  # on the engine's device: NCCL reduces GPU tensors only
     for _ in range(min(cfg.eval_batches, len(loader))):  # the loader is endless
         batch = _to_device(next(loader), engine.device)  # B may be smaller, even 0, in the last batch

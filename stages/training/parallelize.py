@@ -53,7 +53,7 @@ def apply_compile(model: nn.Module, block_types: tuple[type[nn.Module], ...] = B
 
 def apply_compile_to_loss(objective: Any, **compile_kwargs: Any) -> bool:
     """`torch.compile` the objective's `loss_fn` (the upcast to fp32, cross-entropy and
-    argmax over the vocabulary; stages/pretrain/objectives) on this instance; returns
+    argmax over the vocabulary; stages/objectives) on this instance; returns
     whether it compiled it (False when it has none or it already is).
 
     Why: in eager mode the loss copies the shifted logits, materialises them again in

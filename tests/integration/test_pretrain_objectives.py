@@ -30,9 +30,9 @@ from stages.evaluate.fewshot import DEFAULT_SEED
 from stages.evaluate.snapshots import score_snapshots
 from stages.evaluate.spec import resolve_task_spec
 from stages.models import BertForPreTraining, T5, load_pretrained
+from stages.objectives.registry import build_batch_builder, build_objective
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.metrics import PartTotals, part_metrics
-from stages.pretrain.objectives import build_objective
 from stages.pretrain.run import run
 from stages.pretrain.sample_plan import plan_samples
 from stages.pretrain.samples import SAMPLES_FILE, Sampler
@@ -149,7 +149,7 @@ def test_each_objective_trains_logs_its_metrics_and_exports(ray_session, corpus,
     num_rows = index["splits"]["validation"]["rows"]
     eval_batches = pretrain_options.get("eval_batches", EVAL_BATCHES)
     validation = ExampleLoader(dataset_dir, "validation", batch_size=min(num_rows, 2 * eval_batches * MICRO_BATCH),
-                               shuffle=False)
+                               shuffle=False, batch_builder=build_batch_builder)
     batch = next(validation)
     totals = PartTotals(objective.parts, torch.device("cpu"))
     with torch.no_grad():

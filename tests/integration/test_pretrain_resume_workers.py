@@ -22,6 +22,7 @@ import torch
 
 from stages.data.loader import ExampleLoader
 from stages.models import load_pretrained
+from stages.objectives.registry import build_batch_builder
 from stages.pretrain.run import run
 from stages.training.schedule import WarmupDecaySchedule
 from tests.counting_dataset import TINY_GPT, VOCAB_SIZE, logged_records, pretrain_context, write_stage_inputs
@@ -80,7 +81,7 @@ def loss_on_next_rows(model_dir, stage_inputs, samples_consumed: int, num_worker
     takes: the loader position is global (samples consumed by all ranks together), so
     those are the next num_workers x MICRO_BATCH rows of epoch 0's permutation."""
     loader = ExampleLoader(stage_inputs["dataset"], "train", batch_size=num_workers * MICRO_BATCH, seed=0,
-                           shuffle=True)
+                           shuffle=True, batch_builder=build_batch_builder)
     loader.load_state_dict({"epoch": 0, "samples_consumed": samples_consumed, "seed": 0})
     rows = next(loader)["input_ids"]
     with torch.no_grad():

@@ -24,8 +24,8 @@ from stages.models.bert.convert_albert import (
 from stages.models.hf_export import export_hf, import_hf
 from stages.models.build import build_preset
 from stages.models.config import preset_config
+from stages.objectives.mlm.loss import MaskedLM
 from stages.pretrain.model_config import model_config
-from stages.pretrain.objectives import MaskedLM
 from tests.engine_subprocess import run_engine_script
 from tests.perturb import perturb_
 from tests.pinned import import_pinned
@@ -274,7 +274,7 @@ import json, torch
 import torch.distributed as dist
 from stages.models import BertForPreTraining
 from stages.models.config import preset_config
-from stages.pretrain.objectives import MaskedLM
+from stages.objectives.mlm.loss import MaskedLM
 from stages.training.engine import full_fp32_state_dict
 from tests.engine_subprocess import train_steps
 

@@ -12,7 +12,8 @@ import torch
 
 from stages.data.loader import ExampleLoader, PackedSequenceLoader
 from stages.data.packed import DamagedShardError, count_rows, shard_path, token_dtype, write_index
-from stages.dataset.rows import RowWriter
+from stages.data.row_writer import RowWriter
+from stages.objectives.registry import build_batch_builder
 
 SEQ_LEN = 8
 TOKEN = 7  # every token of the clean dataset: easy to find in the file's bytes
@@ -60,7 +61,7 @@ def test_a_missing_shard_names_the_file(tmp_path):
     root = build(tmp_path / "dataset")
     (root / shard_path("validation", 0)).unlink()
     with pytest.raises(DamagedShardError, match=rf"validation/shard-00000\.arrow: .*--force dataset"):
-        ExampleLoader(root, "validation", batch_size=4, shuffle=False)
+        ExampleLoader(root, "validation", batch_size=4, shuffle=False, batch_builder=build_batch_builder)
 
 
 def test_flipped_bytes_give_ids_outside_the_vocabulary_and_are_refused(tmp_path):

@@ -18,6 +18,7 @@ from stages.data.masking import IGNORE_INDEX
 from stages.data.span_corruption import random_spans_helper, reconstruct
 from stages.dataset.config import DatasetConfig
 from stages.dataset.packing import split_sentences
+from stages.objectives.registry import build_batch_builder
 from tests.support.tiny_datasets import WORDS, build, ids_of, make_corpus, make_tokenizer, read_split
 
 
@@ -93,7 +94,7 @@ def loader_masking_shares(dataset_dir: Path, tokenizer_dir: Path, epochs: int) -
     tok = ids_of(tokenizer_dir)
     special = [tok.token_to_id(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]
     mask_id = tok.token_to_id("[MASK]")
-    loader = ExampleLoader(dataset_dir, "train", 16, seed=5, drop_last=False)
+    loader = ExampleLoader(dataset_dir, "train", 16, seed=5, drop_last=False, batch_builder=build_batch_builder)
     inputs, labels = [], []
     for _ in range(epochs * len(loader)):
         batch = next(loader)
@@ -199,7 +200,7 @@ def test_dynamic_masking_is_fresh_per_epoch_and_a_function_of_the_example(corpus
     build(corpus["ingest"], corpus["wordpiece"], out, objective="mlm", seq_len=64,
           mlm={"whole_word_masking": True})
     tok = ids_of(corpus["wordpiece"])
-    loader = ExampleLoader(out, "train", 8, seed=3, shuffle=False)
+    loader = ExampleLoader(out, "train", 8, seed=3, shuffle=False, batch_builder=build_batch_builder)
     epoch0 = next(loader)
     assert set(epoch0) == {"input_ids", "token_type_ids", "attention_mask", "labels",
                            "next_sentence_label"}
@@ -218,7 +219,7 @@ def test_dynamic_masking_is_fresh_per_epoch_and_a_function_of_the_example(corpus
     loader.load_state_dict({"epoch": 1, "samples_consumed": 0, "seed": 3})
     epoch1 = next(loader)
     assert not torch.equal(epoch1["labels"], epoch0["labels"])
-    again = ExampleLoader(out, "train", 8, seed=3, shuffle=False)
+    again = ExampleLoader(out, "train", 8, seed=3, shuffle=False, batch_builder=build_batch_builder)
     first = next(again)
     assert all(torch.equal(first[k], epoch0[k]) for k in epoch0)
 
@@ -256,7 +257,7 @@ def test_span_corruption_round_trip(corpus, tmp_path):
         original = reconstruct(inputs.astype(np.int64), targets.astype(np.int64), sentinels, eos)
         assert original.tolist() == stream[i * raw_length:(i + 1) * raw_length]
     assert metrics["train_mean_span_length"] == pytest.approx(3, abs=0.5)
-    loader = ExampleLoader(out, "train", 4, seed=0)
+    loader = ExampleLoader(out, "train", 4, seed=0, batch_builder=build_batch_builder)
     batch = next(loader)
     assert (batch["decoder_input_ids"][:, 1:] == batch["labels"][:, :-1]).all()
     assert (batch["decoder_input_ids"][:, 0] == tok.token_to_id("<pad>")).all()
@@ -302,10 +303,10 @@ def test_loaders_resume_exactly_on_another_world_size(corpus, tmp_path, name, ne
     batch_size = 4
 
     def loaders(world_size):
-        return [ExampleLoader(out, "train", batch_size, r, world_size, seed=5)
+        return [ExampleLoader(out, "train", batch_size, r, world_size, seed=5, batch_builder=build_batch_builder)
                 for r in range(world_size)]
 
-    whole = ExampleLoader(out, "train", 1, seed=5)
+    whole = ExampleLoader(out, "train", 1, seed=5, batch_builder=build_batch_builder)
     reference = batches_as_rows([next(whole) for _ in range(len(whole))])
     before = loaders(2)
     seen = batches_as_rows([next(l) for _ in range(3) for l in before])
@@ -320,15 +321,15 @@ def test_loaders_resume_exactly_on_another_world_size(corpus, tmp_path, name, ne
 def test_loader_reads_a_remote_dataset_through_a_local_cache(static_nsp, tmp_path):
     out, _ = static_nsp
     url = f"file://{out}"
-    remote = ExampleLoader(url, "train", 8, seed=1, cache_dir=tmp_path / "cache")
-    local = ExampleLoader(out, "train", 8, seed=1)
+    remote = ExampleLoader(url, "train", 8, seed=1, cache_dir=tmp_path / "cache", batch_builder=build_batch_builder)
+    local = ExampleLoader(out, "train", 8, seed=1, batch_builder=build_batch_builder)
     for _ in range(3):
         a, b = next(remote), next(local)
         assert all(torch.equal(a[k], b[k]) for k in b)
     cached = list((tmp_path / "cache").rglob("*.arrow"))
     assert cached and not list((tmp_path / "cache").rglob("validation/*.arrow"))
     mtimes = [p.stat().st_mtime_ns for p in cached]
-    ExampleLoader(url, "train", 8, seed=1, cache_dir=tmp_path / "cache")  # reuses the copy
+    ExampleLoader(url, "train", 8, seed=1, cache_dir=tmp_path / "cache", batch_builder=build_batch_builder)  # reuses the copy
     assert [p.stat().st_mtime_ns for p in cached] == mtimes
 
     import fsspec
@@ -336,8 +337,8 @@ def test_loader_reads_a_remote_dataset_through_a_local_cache(static_nsp, tmp_pat
     for path in [out / "index.json"] + sorted(out.rglob("*.arrow")):
         memory.pipe(f"/ds/{path.relative_to(out)}", path.read_bytes())
     from_memory = ExampleLoader("memory://ds", "validation", 2, seed=1,
-                                cache_dir=tmp_path / "cache2")
-    assert from_memory.num_rows == ExampleLoader(out, "validation", 2).num_rows
+                                cache_dir=tmp_path / "cache2", batch_builder=build_batch_builder)
+    assert from_memory.num_rows == ExampleLoader(out, "validation", 2, batch_builder=build_batch_builder).num_rows
 
 
 def test_sentences_column_is_used_when_present(tmp_path, corpus):

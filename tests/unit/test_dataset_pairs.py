@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from stages.data.masking import IGNORE_INDEX, MaskingPolicy
-from stages.dataset.sentence_pairs import PairSpans, SentenceWindow, truncate_pairs, window_pairs
+from stages.objectives.mlm.sentence_pairs import PairSpans, SentenceWindow, truncate_pairs, window_pairs
 
 MAX_NUM_TOKENS = 61
 

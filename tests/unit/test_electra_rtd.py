@@ -1,4 +1,4 @@
-"""Replaced-token detection (stages/pretrain/objectives/rtd.py) on an ELECTRA: the labels are
+"""Replaced-token detection (stages/objectives/mlm/rtd.py) on an ELECTRA: the labels are
 exactly the masked positions whose sample differs from the original, padding is never
 scored, no gradient reaches the generator through the sampling, the loss is mlm + 50 x
 rtd, sampling is reproducible under a seed, the objective is chosen for variant electra
@@ -11,8 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from stages.models.build import build_preset
-from stages.pretrain.objectives import MaskedLM, ReplacedTokenDetection, build_objective
-from stages.pretrain.objectives.base import LOSS_SUM, NUM_CORRECT, NUM_PREDICTIONS
+from stages.objectives.mlm.loss import MaskedLM
+from stages.objectives.mlm.rtd import ReplacedTokenDetection
+from stages.objectives.output import LOSS_SUM, NUM_CORRECT, NUM_PREDICTIONS
+from stages.objectives.registry import build_objective
 from tests.engine_subprocess import run_engine_script
 
 MASK_ID, VOCAB, T = 3, 512, 16
@@ -180,7 +182,7 @@ import json, torch
 import torch.distributed as dist
 from stages.models import ElectraForPreTraining
 from stages.models.config import preset_config
-from stages.pretrain.objectives import ReplacedTokenDetection
+from stages.objectives.mlm.rtd import ReplacedTokenDetection
 from stages.training.engine import full_fp32_state_dict
 from tests.engine_subprocess import train_steps
 

@@ -186,7 +186,7 @@ import json, torch
 import torch.distributed as dist
 from stages.models import GPT
 from stages.models.config import preset_config
-from stages.pretrain.objectives import CausalLM
+from stages.objectives.clm.loss import CausalLM
 from stages.training.engine import full_fp32_state_dict
 from tests.engine_subprocess import train_steps
 

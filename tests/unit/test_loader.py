@@ -10,7 +10,7 @@ import torch
 
 from stages.data.loader import PackedSequenceLoader
 from stages.data.packed import shard_path, write_index
-from stages.dataset.rows import RowWriter
+from stages.data.row_writer import RowWriter
 
 SEQ_LEN = 4
 SHARD_ROWS = {"train": [1100, 0, 900, 37], "validation": [5, 3]}  # 1100 rows = 2 record batches

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from stages.data.batches import ClmBatch, document_attention_mask
+from stages.objectives.clm.batch import ClmBatch, document_attention_mask
 
 
 def test_document_ids_count_the_eos_before_each_position_and_mask_attention():

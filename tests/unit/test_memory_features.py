@@ -71,10 +71,10 @@ ENGINE_SCRIPT = r"""
 import json, torch
 import torch.distributed as dist
 from stages.models.build import build_preset
+from stages.objectives.clm.loss import CausalLM
 from stages.pretrain.config import PretrainConfig
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
 from stages.training.engine_settings import EngineSettings
-from stages.pretrain.objectives import CausalLM
 from stages.training.parallelize import compile_loss_for, parallelize_for
 
 dist.init_process_group("gloo", rank=0, world_size=1)

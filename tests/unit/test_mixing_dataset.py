@@ -19,6 +19,7 @@ from stages.dataset.config import DatasetConfig
 from stages.dataset.mixture import source_matches
 from stages.dataset.packing import is_validation
 from stages.ingest.sharding import document_shards
+from stages.objectives.registry import build_batch_builder
 from tests.mixture_dataset import HORROR, MIXTURE, ROMANCE, SEQ_LEN, build_mixture, build_upstream
 
 
@@ -83,7 +84,7 @@ def test_the_top_level_index_names_the_parts_and_opens_as_one_dataset(built):
         for name, part in parts.items():
             assert metrics["mixture"][name][f"{split}_rows"] == part["splits"][split]["rows"]
     assert metrics["mixture"]["horror"]["weight"] == 3.0 and metrics["unmatched_files"] == 0
-    whole = ExampleLoader(output_dir, "train", batch_size=8)  # every part's rows together
+    whole = ExampleLoader(output_dir, "train", batch_size=8, batch_builder=build_batch_builder)  # every part's rows together
     assert whole.num_rows == index["splits"]["train"]["rows"]
 
 

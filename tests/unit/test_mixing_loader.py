@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from stages.data.mixing import MixtureLoader, open_examples, open_mixture
+from stages.objectives.registry import build_batch_builder
 from tests.mixture_dataset import MIXTURE, build_mixture, build_upstream
 
 WEIGHTS = np.array([p["weight"] for p in MIXTURE]) / sum(p["weight"] for p in MIXTURE)
@@ -25,7 +26,7 @@ def dataset_dir(data_dir, tmp_path_factory) -> Path:
 
 
 def ranks(dataset_dir: Path, world_size: int, batch_size: int) -> list[MixtureLoader]:
-    return [open_mixture(dataset_dir, "train", batch_size, rank, world_size, seed=7)
+    return [open_mixture(dataset_dir, "train", batch_size, rank, world_size, seed=7, batch_builder=build_batch_builder)
             for rank in range(world_size)]
 
 
@@ -38,14 +39,14 @@ def global_batch(loaders: list[MixtureLoader]) -> tuple[int, torch.Tensor]:
 
 
 def part_rows(dataset_dir: Path, name: str) -> set[bytes]:
-    loader = open_mixture(dataset_dir, "train", 1)
+    loader = open_mixture(dataset_dir, "train", 1, batch_builder=build_batch_builder)
     part = loader.loaders[loader.names.index(name)]
     return {part._gather(np.array([i]))["input_ids"].tobytes() for i in range(part.num_rows)}
 
 
 def test_global_batches_follow_the_weights_and_come_from_their_source(dataset_dir):
     loaders = ranks(dataset_dir, world_size=2, batch_size=2)
-    assert isinstance(open_examples(dataset_dir, "train", 2), MixtureLoader)
+    assert isinstance(open_examples(dataset_dir, "train", 2, batch_builder=build_batch_builder), MixtureLoader)
     rows_of = {name: part_rows(dataset_dir, name) for name in loaders[0].names}
     counts = np.zeros(2)
     # 600 global batches of 4 rows: horror's ~1500 train rows run out after ~375 of its

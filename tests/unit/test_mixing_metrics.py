@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from stages.objectives.output import ObjectiveOutput
 from stages.pretrain.metrics import IntervalMeter, Throughput, mixture_validation
-from stages.pretrain.objectives import ObjectiveOutput
 
 
 def output(loss_sum: float, correct: float, count: float) -> ObjectiveOutput:

@@ -12,8 +12,11 @@ import torch.nn.functional as F
 
 from stages.data.masking import IGNORE_INDEX
 from stages.models import BertConfig, BertForPreTraining, GPT, GPTConfig, T5, T5Config
-from stages.pretrain.objectives import CausalLM, MaskedLM, SpanCorruption, build_objective, prediction_loss
-from stages.pretrain.objectives.base import LOSS_SUM, NUM_CORRECT, NUM_PREDICTIONS
+from stages.objectives.clm.loss import CausalLM
+from stages.objectives.mlm.loss import MaskedLM
+from stages.objectives.output import LOSS_SUM, NUM_CORRECT, NUM_PREDICTIONS, prediction_loss
+from stages.objectives.registry import build_objective
+from stages.objectives.span.loss import SpanCorruption
 from stages.pretrain.run import read_dataset_index
 
 V = 11

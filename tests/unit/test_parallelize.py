@@ -11,8 +11,9 @@ import torch
 from torch._dynamo.utils import counters
 
 from stages.models import GPT, BertConfig, BertForPreTraining, GPTConfig
+from stages.objectives.clm.loss import CausalLM
+from stages.objectives.mlm.loss import MaskedLM
 from stages.pretrain.config import PretrainConfig
-from stages.pretrain.objectives import CausalLM, MaskedLM
 from stages.training.parallelize import (
     apply_compile, apply_compile_to_loss, compile_kwargs_for, compile_loss_for, parallelize,
 )

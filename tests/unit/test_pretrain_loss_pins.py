@@ -19,9 +19,8 @@ import pytest
 import torch
 
 from pipeline.config import load_config
-from stages.data.batches import build_batch_builder
 from stages.models.build import build_model
-from stages.pretrain.objectives import build_objective
+from stages.objectives.registry import build_batch_builder, build_objective
 from stages.pretrain.run import model_token_ids
 from tests.support.tiny_datasets import build, make_corpus, make_fixed_tokenizer, read_split
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from stages.objectives.output import ObjectiveOutput
 from stages.pretrain.metrics import IntervalMeter, Throughput, part_metrics, perplexity
-from stages.pretrain.objectives import ObjectiveOutput
 
 
 def stats(loss_sum: float, correct: float, count: float) -> torch.Tensor:
@@ -81,8 +81,9 @@ def test_the_logged_loss_weights_the_parts_as_the_trained_loss_and_the_parts_sta
 
 def test_electra_logs_the_loss_it_trains_in_training_and_validation(process_group):
     from stages.models.build import build_preset
+    from stages.objectives.mlm.loss import MaskedLM
+    from stages.objectives.mlm.rtd import ReplacedTokenDetection
     from stages.pretrain.metrics import PartTotals
-    from stages.pretrain.objectives import MaskedLM, ReplacedTokenDetection
 
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(5, 512, (2, 12), generator=generator)

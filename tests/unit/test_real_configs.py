@@ -102,7 +102,9 @@ import torch.distributed as dist
 from pipeline.config import load_config
 from stages.models import build_model
 from stages.models.build import padded_vocab_size
-from stages.pretrain.objectives import CausalLM, MaskedLM, SpanCorruption
+from stages.objectives.clm.loss import CausalLM
+from stages.objectives.mlm.loss import MaskedLM
+from stages.objectives.span.loss import SpanCorruption
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
 from stages.training.engine_settings import EngineSettings
 from stages.training.parallelize import parallelize_for

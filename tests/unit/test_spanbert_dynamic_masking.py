@@ -19,12 +19,13 @@ import pytest
 import torch
 
 from pipeline.context import StageContext
-from stages.data.batches import MlmBatch
+from stages.objectives.mlm.batch import MlmBatch
 from stages.data.loader import ExampleLoader
 from stages.data.masking import IGNORE_INDEX
 from stages.data.span_masking import SpanMaskingPolicy, span_length_probabilities
 from stages.dataset.config import DatasetConfig
 from stages.dataset.run import run as run_dataset
+from stages.objectives.registry import build_batch_builder
 from tests.unit.test_spanbert_masking import (  # noqa: F401  (tokenizer: a fixture)
     MASK, SPECIAL, book_paragraphs, tokenizer,
 )
@@ -68,7 +69,7 @@ def epoch0(dataset):
     spans the policy draws for each row from the generator the loader documents:
     (seed, epoch, example index)."""
     output, index, rows = dataset
-    loader = ExampleLoader(output, "train", 64, seed=SEED, shuffle=False, drop_last=False)
+    loader = ExampleLoader(output, "train", 64, seed=SEED, shuffle=False, drop_last=False, batch_builder=build_batch_builder)
     batches = [next(loader) for _ in range(len(loader))]
     batch = {key: torch.cat([b[key] for b in batches]).numpy() for key in batches[0]}
     policy = MlmBatch(index, SEED).policy
@@ -147,7 +148,7 @@ def test_same_seed_and_step_give_the_same_batch_and_resume_exactly(dataset):
     output, _, _ = dataset
 
     def loader(seed=SEED, shuffle=True):
-        return ExampleLoader(output, "train", 8, seed=seed, shuffle=shuffle)
+        return ExampleLoader(output, "train", 8, seed=seed, shuffle=shuffle, batch_builder=build_batch_builder)
 
     first = loader()
     batches = [next(first) for _ in range(4)]

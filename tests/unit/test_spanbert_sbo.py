@@ -20,9 +20,9 @@ from stages.data.loader import ExampleLoader
 from stages.models import BertConfig, BertForPreTraining, build_model, load_pretrained, save_pretrained
 from stages.models.hf_export import export_hf, import_hf
 from stages.models.bert.span_boundary import SBO_MAX_SPAN_TOKENS, span_boundary_targets
+from stages.objectives.registry import build_batch_builder, build_objective
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.model_config import model_config
-from stages.pretrain.objectives import build_objective
 from tests.engine_subprocess import run_engine_script
 from tests.unit.test_dataset_objectives import build, make_corpus, make_tokenizer
 
@@ -167,7 +167,7 @@ def test_sbo_trains_on_static_and_dynamic_span_datasets(span_datasets, masking):
                                     span_boundary_objective=True).architecture(),
                         vocab_size=index["vocab_size"], max_seq_len=64, pad_token_id=index["pad_id"])
     objective = build_objective(index, "bert", span_boundary=True)
-    batch = next(ExampleLoader(dataset_dir, "train", 16, seed=0))
+    batch = next(ExampleLoader(dataset_dir, "train", 16, seed=0, batch_builder=build_batch_builder))
     out = objective(model, batch)
     # Spans never hold [CLS]/[SEP]: every masked run has both boundaries, so SBO predicts
     # every masked token but those past SBO_MAX_SPAN_TOKENS into a long span.
@@ -187,7 +187,7 @@ import json, numpy as np, torch
 import torch.distributed as dist
 from stages.data.span_masking import SpanMaskingPolicy
 from stages.models import BertConfig, BertForPreTraining
-from stages.pretrain.objectives import MaskedLM
+from stages.objectives.mlm.loss import MaskedLM
 from stages.training.engine import full_fp32_state_dict
 from tests.engine_subprocess import train_steps
 

@@ -31,7 +31,7 @@ import functools, json, torch
 import torch.distributed as dist
 from stages.models import Transformer
 from stages.models.config import preset_config
-from stages.pretrain.objectives.span import SpanCorruption
+from stages.objectives.span.loss import SpanCorruption
 from stages.training.engine import full_fp32_state_dict
 from tests.engine_subprocess import train_steps
 

@@ -1,4 +1,4 @@
-"""Task families: each one way of fine-tuning a kind of task (as stages/pretrain/objectives/
+"""Task families: each one way of fine-tuning a kind of task (as stages/objectives/
 does for pretraining objectives). The stage's fixed path (`stages.finetune.run`) only
 calls the interface in base.py, on the family the registry picks.
 

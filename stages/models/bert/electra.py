@@ -26,7 +26,7 @@ dataset's MLM input; replacements are sampled from its softmax (no gradient flow
 through the sampling); the discriminator reads the original tokens with the masked
 positions replaced by the samples and labels each token replaced (sample != original; a
 correctly guessed token counts as original). The losses are the RTD objective's
-(stages/pretrain/objectives/rtd.py): generator MLM + rtd_weight (lambda = 50) x the
+(stages/objectives/mlm/rtd.py): generator MLM + rtd_weight (lambda = 50) x the
 discriminator's binary cross-entropy over the real tokens.
 
 Shapes: B batch, T sequence length, C hidden size, Cg generator hidden size, E embedding

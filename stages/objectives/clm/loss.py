@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from stages.pretrain.objectives.base import ObjectiveOutput, prediction_loss
+from stages.objectives.output import ObjectiveOutput, prediction_loss
 
 
 def next_token_loss(logits: torch.Tensor, input_ids: torch.Tensor,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from stages.pretrain.objectives.base import ObjectiveOutput, prediction_loss
+from stages.objectives.output import ObjectiveOutput, prediction_loss
 
 # A fixed stream for validation: the same replacements at every evaluation, and the
 # training stream (torch's global generator, seeded per rank and checkpointed) untouched.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from stages.pretrain.objectives.base import ObjectiveOutput, prediction_loss
+from stages.objectives.output import ObjectiveOutput, prediction_loss
 
 
 class SpanCorruption:

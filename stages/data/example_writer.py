@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pyarrow as pa
 
-from stages.dataset.rows import ROWS_PER_RECORD_BATCH, numpy_to_arrow
+from stages.data.row_writer import ROWS_PER_RECORD_BATCH, numpy_to_arrow
 
 
 def column_field(name: str, dtype: str, width: int | None) -> pa.Field:
