@@ -58,6 +58,7 @@ from stages.training.async_checkpoint import open_checkpointer
 from stages.training.checkpoint import restore_latest
 from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
 from stages.training.engine_settings import EngineSettings
+from stages.training.model_source import ModelSource
 from stages.training.parallelize import compile_loss_for, parallelize_for
 from stages.training.preemption import PreemptionWatch
 from stages.training.progress import ProgressLines
@@ -250,10 +251,10 @@ def _build_model(job: PretrainJob):
     return build_model(model_cfg, vocab_size=vocab_size, max_seq_len=job.seq_len, **job.token_ids)
 
 
-def _load_init_from(model, source: dict, is_main: bool) -> None:
+def _load_init_from(model, source: ModelSource, is_main: bool) -> None:
     fresh = load_initial_weights(model, source)
     if is_main:
-        print(f"[pretrain] init_from {source['path']}: loaded {source['weights_file']}"
+        print(f"[pretrain] init_from {source.path}: loaded {source.weights_file}"
               + (f"; not in the checkpoint, freshly initialised: {', '.join(fresh)}" if fresh else ""),
               flush=True)
 
