@@ -121,7 +121,7 @@ def compare_task(task: str, settings: dict, *, model_path: str, args) -> dict:
     spec, cfg = get_task(task), finetune_config(task, settings, model_path)
     ours = run_ours(task, settings, model_path=model_path, args=args)
     source = resolve_model_source(model_path, Path("unused"))
-    prepared = family_for(spec, source["family"]).prepare(
+    prepared = family_for(spec, source.family).prepare(
         TaskRequest(spec=spec, cfg=cfg, seed=args.seed, source=source, data_dir=Path(args.data_dir)))
     theirs = train_with_transformers(spec, cfg, prepared, model_path=model_path, seed=args.seed,
                                      output_dir=args.output / args.budget / task / "transformers",
@@ -191,7 +191,7 @@ def print_throughput(model_path: str, args) -> None:
     cfg = finetune_config("sst2", {**settings, "max_train_examples": settings["micro_batch_size"] * 8}, model_path)
     source = resolve_model_source(model_path, Path("unused"))
     request = TaskRequest(spec=get_task("sst2"), cfg=cfg, seed=args.seed, source=source, data_dir=Path(args.data_dir))
-    train = family_for(request.spec, source["family"]).prepare(request).encoded["train"]
+    train = family_for(request.spec, source.family).prepare(request).encoded["train"]
     batches = [{"input_ids": torch.as_tensor(train.input_ids[i:i + cfg.micro_batch_size], dtype=torch.long),
                 "attention_mask": torch.as_tensor(train.attention_mask[i:i + cfg.micro_batch_size], dtype=torch.long),
                 "token_type_ids": torch.as_tensor(train.token_type_ids[i:i + cfg.micro_batch_size], dtype=torch.long),

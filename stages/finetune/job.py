@@ -17,6 +17,7 @@ from stages.finetune.config import FinetuneConfig
 from stages.finetune.families.base import TaskFamily, TaskRequest
 from stages.finetune.families.registry import FAMILY_NAMES
 from stages.finetune.prepared import PreparedTask, Scorer
+from stages.training.model_source import ModelSource
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class FinetuneJob:
     seed: int
     config: FinetuneConfig
     head_config: dict[str, Any]
-    source: dict[str, Any]
+    source: ModelSource
     data: Any
     predict_splits: tuple[str, ...]
     task_dir: str

@@ -1,7 +1,6 @@
 """Where a fine-tuning run starts from, and the task model built on it.
 
-    source = resolve_model_source(cfg.init_from, pretrained_dir)
-        # {"format": "pretrained" | "hf", "path", "tokenizer", "family", "max_seq_len"}
+    source = resolve_model_source(cfg.init_from, pretrained_dir)   # a ModelSource
     model = build_task_model(head_config, load_backbone(source), dropout=None)
 
 "pretrained": the pipeline's own pretrain stage output (model.safetensors,
@@ -21,12 +20,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from stages.training.model_source import ModelSource
+
 HEADS = ("sequence_classification", "span_extraction", "token_classification")
 
 
-def resolve_model_source(init_from: str | None, pretrained_dir: Path) -> dict[str, Any]:
+def resolve_model_source(init_from: str | None, pretrained_dir: Path) -> ModelSource:
     if init_from is None:
-        from stages.models.build import CONFIG_NAME
+        from stages.models.build import CONFIG_NAME, WEIGHTS_NAME
 
         config_path = pretrained_dir / CONFIG_NAME
         if not config_path.is_file():
@@ -36,8 +37,10 @@ def resolve_model_source(init_from: str | None, pretrained_dir: Path) -> dict[st
                 "or set finetune.init_from to a Hugging Face BERT folder")
         model_config = json.loads(config_path.read_text())
         # T5 has relative positions: no length limit of its own (max_seq_len None).
-        return {"format": "pretrained", "path": str(pretrained_dir), "tokenizer": str(pretrained_dir / "tokenizer.json"),
-                "family": model_config.get("family", "gpt"), "max_seq_len": model_config.get("max_seq_len")}
+        return ModelSource(format="pretrained", path=str(pretrained_dir), family=model_config.get("family", "gpt"),
+                           config_file=str(config_path), weights_file=str(pretrained_dir / WEIGHTS_NAME),
+                           tokenizer=str(pretrained_dir / "tokenizer.json"),
+                           max_seq_len=model_config.get("max_seq_len"))
     folder = Path(init_from).expanduser().resolve()
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         if not (folder / name).is_file():
@@ -48,22 +51,23 @@ def resolve_model_source(init_from: str | None, pretrained_dir: Path) -> dict[st
     if config.get("model_type") != "bert":
         raise ValueError(f"finetune.init_from={init_from}: {folder / 'config.json'} has model_type "
                          f"{config.get('model_type')!r}; only BERT folders (model_type 'bert') are supported")
-    return {"format": "hf", "path": str(folder), "tokenizer": str(folder / "tokenizer.json"), "family": "bert",
-            "max_seq_len": int(config.get("max_position_embeddings", 512))}
+    return ModelSource(format="hf", path=str(folder), family="bert", config_file=str(folder / "config.json"),
+                       weights_file=str(folder / "model.safetensors"), tokenizer=str(folder / "tokenizer.json"),
+                       max_seq_len=int(config.get("max_position_embeddings", 512)), model_type="bert")
 
 
-def check_seq_len(source: dict[str, Any], max_seq_len: int) -> None:
-    if source["max_seq_len"] is not None and max_seq_len > source["max_seq_len"]:
+def check_seq_len(source: ModelSource, max_seq_len: int) -> None:
+    if source.max_seq_len is not None and max_seq_len > source.max_seq_len:
         raise ValueError(
-            f"finetune.max_seq_len={max_seq_len} exceeds the model's max_seq_len={source['max_seq_len']} "
-            f"({source['path']}); set finetune.max_seq_len <= {source['max_seq_len']}")
+            f"finetune.max_seq_len={max_seq_len} exceeds the model's max_seq_len={source.max_seq_len} "
+            f"({source.path}); set finetune.max_seq_len <= {source.max_seq_len}")
 
 
-def load_backbone(source: dict[str, Any]):
+def load_backbone(source: ModelSource):
     from stages.models import BertForPreTraining, ElectraForPreTraining, load_pretrained
     from stages.models.hf_export import import_hf
 
-    model = import_hf(source["path"]) if source["format"] == "hf" else load_pretrained(source["path"])
+    model = import_hf(source.path) if source.format == "hf" else load_pretrained(source.path)
     # A BERT (downloaded, or pretrained by our stage) carries its MLM/NSP heads: tasks use the
     # encoder. ELECTRA's is its discriminator; the generator is dropped.
     return model.backbone if isinstance(model, (BertForPreTraining, ElectraForPreTraining)) else model

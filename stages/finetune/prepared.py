@@ -1,7 +1,7 @@
 """A task's data made ready for training: token arrays per split, and how to score and
 read back the model's outputs.
 
-    family = family_for(get_task("sst2"), source["family"])     # stages.finetune.families
+    family = family_for(get_task("sst2"), source.family)     # stages.finetune.families
     prepared = family.prepare(TaskRequest(spec, cfg, seed=0, source=source, data_dir=data_dir))
     prepared.encoded["train"]               # EncodedSplit: what the workers train on
     prepared.scorers["dev"](outputs)        # head outputs (N, k) -> {"accuracy": ...}

@@ -65,7 +65,7 @@ def run(ctx) -> dict[str, Any]:
     source = resolve_model_source(cfg.init_from, Path(ctx.inputs["pretrain"]).resolve() / "model")
     check_seq_len(source, cfg.max_seq_len)
     for name in cfg.tasks:  # a task no family fine-tunes on this model is refused before any training
-        family_for(get_task(name), source["family"])
+        family_for(get_task(name), source.family)
     output_dir = Path(ctx.output_dir).resolve()
     data_dir = ctx.experiment.resolved_data_dir
     to_train: dict[str, str] = {}  # task -> its fingerprint
@@ -165,7 +165,7 @@ def train_task(request: TaskRequest, *, task_dir: Path, storage_path: Path | str
 
     spec, cfg = request.spec, request.cfg
     started = time.perf_counter()
-    family = family_for(spec, request.source["family"])
+    family = family_for(spec, request.source.family)
     prepared = family.prepare(request)
     print(f"[finetune] {spec.name}: {prepared.description}", flush=True)
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.finetune.outputs import is_task_finished
+from stages.training.model_source import ModelSource
 
 FINGERPRINT_NAME = "task_fingerprint.json"
 # Bump when a change to the fine-tuning code changes a task's results.
@@ -33,24 +34,24 @@ NOT_IN_FINGERPRINT = {"tasks", "max_parallel_tasks", "max_failures"}
 NOT_COPIED = ("wandb",)  # the earlier run's tracking files belong to that run
 
 
-def task_identity(name: str, cfg, *, seed: int, source: dict[str, Any],
+def task_identity(name: str, cfg, *, seed: int, source: ModelSource,
                   data: dict[str, str] | None = None) -> dict[str, Any]:
     """`data`: name -> content digest of the task's files and the init_from folder. The
     weight file's size and mtime stay too: a forced re-run of pretrain rewrites the
     weights in the same (fingerprint-named) directory."""
-    weights = Path(source["path"]) / "model.safetensors"
+    weights = Path(source.path) / "model.safetensors"
     stat = weights.stat() if weights.is_file() else None
     return {
         "task": name, "code_version": TASK_CODE_VERSION, "seed": seed,
         "config": cfg.model_dump(mode="json", exclude=NOT_IN_FINGERPRINT),
-        "source": {"format": source["format"], "path": str(source["path"]),
+        "source": {"format": source.format, "path": str(source.path),
                    "weights_bytes": stat.st_size if stat else None,
                    "weights_mtime_ns": stat.st_mtime_ns if stat else None},
         "data": dict(sorted((data or {}).items())),
     }
 
 
-def task_fingerprint(name: str, cfg, *, seed: int, source: dict[str, Any],
+def task_fingerprint(name: str, cfg, *, seed: int, source: ModelSource,
                      data: dict[str, str] | None = None) -> str:
     identity = task_identity(name, cfg, seed=seed, source=source, data=data)
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]

@@ -279,7 +279,7 @@ def _export_model(engine, job: FinetuneJob, family: TaskFamily, directory: Path,
     model.load_state_dict(state_dict, strict=True)
     staging = directory.with_name(directory.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
-    save_finetuned(model, staging, head_config=job.head_config, tokenizer_path=job.source["tokenizer"])
+    save_finetuned(model, staging, head_config=job.head_config, tokenizer_path=job.source.tokenizer)
     shutil.rmtree(directory, ignore_errors=True)
     os.replace(staging, directory)
 

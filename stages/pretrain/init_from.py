@@ -1,8 +1,8 @@
 """Continued pretraining: where `pretrain.init_from` points, and whether it fits the data.
 
     source = resolve_init_source("ckpt/minilm", cfg.model, index, dataset_dir / "index.json")
-        # {"path", "format": "hf" | "pretrained", "family", "config_file", "weights_file",
-        #  "architecture": the family config's fields, taken from the checkpoint}
+        # a ModelSource (stages/training/model_source.py) whose `architecture` holds the
+        # family config's fields, taken from the checkpoint
 
 The driver calls this before Ray starts, so a wrong folder, another family, a shape that
 disagrees with pretrain.model or a vocabulary that disagrees with the dataset fails
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.pretrain.inputs import INIT_FROM
+from stages.training.model_source import ModelSource
 
 HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 HF_FAMILIES = {"gpt2": "gpt", "llama": "gpt", "bert": "bert", "albert": "bert", "electra": "bert",
@@ -49,24 +50,23 @@ HF_KEY_NAMES = {
 OVERRIDABLE = ("dropout",)
 
 
-def resolve_init_source(init_from: str, model_cfg, index: dict[str, Any], index_path: Path) -> dict[str, Any]:
+def resolve_init_source(init_from: str, model_cfg, index: dict[str, Any], index_path: Path) -> ModelSource:
     folder = Path(init_from).expanduser().resolve()
     source = read_checkpoint_config(folder)
-    family, architecture = source["family"], source["architecture"]
-    where = source["config_file"]
+    family, architecture = source.family, source.architecture
+    where = source.config_file
     if model_cfg.family != family:
         raise ValueError(
             f"{INIT_FROM}={init_from}: pretrain.model.family={model_cfg.family!r} but {where} describes a "
             f"{family!r} model; set pretrain.model.family: {family} (and the dataset.objective it trains)")
     _check_shape_keys(model_cfg, architecture, source, init_from)
-    for key in OVERRIDABLE:
-        if key in model_cfg.model_fields_set:
-            architecture[key] = getattr(model_cfg, key)
-    _check_data_fits(architecture, index, index_path, source, init_from)
+    overrides = {key: getattr(model_cfg, key) for key in OVERRIDABLE if key in model_cfg.model_fields_set}
+    source = dataclasses.replace(source, architecture={**architecture, **overrides})
+    _check_data_fits(source.architecture, index, index_path, source, init_from)
     return source
 
 
-def read_checkpoint_config(folder: Path) -> dict[str, Any]:
+def read_checkpoint_config(folder: Path) -> ModelSource:
     """Format, family and architecture of a checkpoint folder, from its config file alone."""
     if not folder.is_dir():
         raise FileNotFoundError(f"{INIT_FROM}: {folder} is not a directory; it must be a Hugging Face model "
@@ -94,7 +94,7 @@ def read_checkpoint_config(folder: Path) -> dict[str, Any]:
                          f"supported: {', '.join(HF_FAMILIES)}")
     family = HF_FAMILIES[model_type]
     config = _config_or_error(lambda: _hf_config_reader(model_type)(hf_config), config_file)
-    return {**_source(folder, "hf", family, config_file, weights, config), "model_type": model_type}
+    return _source(folder, "hf", family, config_file, weights, config, model_type=model_type)
 
 
 def _hf_config_reader(model_type: str):
@@ -117,25 +117,29 @@ def _config_or_error(make, config_file: Path):
             from error
 
 
-def _source(folder: Path, fmt: str, family: str, config_file: Path, weights_file: Path, config) -> dict[str, Any]:
-    return {"path": str(folder), "format": fmt, "family": family, "config_file": str(config_file),
-            "weights_file": str(weights_file), "architecture": dataclasses.asdict(config)}
+def _source(folder: Path, fmt: str, family: str, config_file: Path, weights_file: Path, config,
+            model_type: str | None = None) -> ModelSource:
+    architecture = dataclasses.asdict(config)
+    return ModelSource(format=fmt, path=str(folder), family=family, config_file=str(config_file),
+                       weights_file=str(weights_file), tokenizer=str(folder / "tokenizer.json"),
+                       max_seq_len=architecture.get("max_seq_len"), model_type=model_type,
+                       architecture=architecture)
 
 
-def _key_name(source: dict[str, Any], key: str) -> str:
-    if source["format"] != "hf":
+def _key_name(source: ModelSource, key: str) -> str:
+    if source.format != "hf":
         return key
-    model_type = source.get("model_type")
-    names = HF_KEY_NAMES[model_type if model_type in ("llama", "albert", "electra") else source["family"]]
+    model_type = source.model_type
+    names = HF_KEY_NAMES[model_type if model_type in ("llama", "albert", "electra") else source.family]
     return names.get(key, key)
 
 
-def _check_shape_keys(model_cfg, architecture: dict[str, Any], source: dict[str, Any], init_from: str) -> None:
+def _check_shape_keys(model_cfg, architecture: dict[str, Any], source: ModelSource, init_from: str) -> None:
     """Keys the user gave in pretrain.model (or a preset gave) must agree with the checkpoint;
     keys left unset take the checkpoint's values."""
     given = model_cfg.architecture()
     disagree = [
-        f"pretrain.model.{key}={given[key]!r} but {source['config_file']} has "
+        f"pretrain.model.{key}={given[key]!r} but {source.config_file} has "
         f"{_key_name(source, key)}={architecture[key]!r}"
         for key in sorted(model_cfg.model_fields_set)
         if key in given and key in architecture and key not in ("family", *OVERRIDABLE)
@@ -148,17 +152,17 @@ def _check_shape_keys(model_cfg, architecture: dict[str, Any], source: dict[str,
 
 
 def _check_data_fits(architecture: dict[str, Any], index: dict[str, Any], index_path: Path,
-                     source: dict[str, Any], init_from: str) -> None:
+                     source: ModelSource, init_from: str) -> None:
     theirs = architecture["vocab_size"]
-    if index["vocab_size"] > theirs or (index["vocab_size"] < theirs and source["family"] != "t5"):
+    if index["vocab_size"] > theirs or (index["vocab_size"] < theirs and source.family != "t5"):
         raise ValueError(
             f"{INIT_FROM}={init_from}: the dataset's vocabulary ({index_path} vocab_size={index['vocab_size']}) "
-            f"differs from the checkpoint's ({source['config_file']} {_key_name(source, 'vocab_size')}={theirs}); "
+            f"differs from the checkpoint's ({source.config_file} {_key_name(source, 'vocab_size')}={theirs}); "
             f"token ids would mean other tokens. Reuse the checkpoint's tokenizer: tokenizer.from: {init_from} "
             "(then the tokenizer and dataset stages re-run)")
     positions = architecture.get("max_seq_len")  # T5: relative positions, no limit
     if positions is not None and index["seq_len"] > positions:
         raise ValueError(
             f"{INIT_FROM}={init_from}: the dataset's sequences are longer ({index_path} seq_len={index['seq_len']}) "
-            f"than the checkpoint's positions ({source['config_file']} {_key_name(source, 'max_seq_len')}="
+            f"than the checkpoint's positions ({source.config_file} {_key_name(source, 'max_seq_len')}="
             f"{positions}); set dataset.seq_len <= {positions}")

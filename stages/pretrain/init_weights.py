@@ -16,7 +16,6 @@ missing tensor is an error, as is a tensor of another shape.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.nn as nn
@@ -29,6 +28,7 @@ from stages.models.bert.convert_electra import electra_to_hf_pretraining, hf_pre
 from stages.models.gpt.convert_llama import gpt_to_hf_llama, hf_llama_to_gpt
 from stages.models.t5.convert import hf_t5_to_t5, t5_to_hf_t5
 from stages.models.weights_file import load_weights_into, read_weights
+from stages.training.model_source import ModelSource
 
 # family -> (ours -> HF, HF -> ours, HF names tied to another tensor, HF name prefixes a
 # checkpoint may lack: those start from the fresh initialisation)
@@ -52,36 +52,36 @@ _CONVERSIONS = {
 }
 
 
-def build_initial_model(source: dict[str, Any], token_ids: dict[str, int]) -> nn.Module:
+def build_initial_model(source: ModelSource, token_ids: dict[str, int]) -> nn.Module:
     """A freshly initialised model of the checkpoint's architecture; the data's special
     token ids win (they describe the rows the model is trained on)."""
-    architecture = {"family": source["family"], **source["architecture"]}
+    architecture = {"family": source.family, **source.architecture}
     return build_model(architecture, vocab_size=architecture["vocab_size"], **token_ids)
 
 
-def load_initial_weights(model: nn.Module, source: dict[str, Any]) -> list[str]:
+def load_initial_weights(model: nn.Module, source: ModelSource) -> list[str]:
     """Copy the checkpoint's weights into `model`; returns the checkpoint's (Hugging Face)
     names of the tensors it lacked, which keep their fresh initialisation."""
-    weights_file = Path(source["weights_file"])
-    if source["format"] == "pretrained":
+    weights_file = Path(source.weights_file)
+    if source.format == "pretrained":
         load_weights_into(model, weights_file)  # errors name the file
         return []
-    conversion = "electra" if _is_electra(model.config) else source["family"]
+    conversion = "electra" if _is_electra(model.config) else source.family
     to_hf, from_hf, tied_names, optional = _CONVERSIONS[conversion]
-    checkpoint = _normalised_names(source["family"], read_checkpoint_weights(weights_file), model.config)
+    checkpoint = _normalised_names(source.family, read_checkpoint_weights(weights_file), model.config)
     tied = tied_names(model.config)
     expected = {name: tensor for name, tensor in to_hf(model.state_dict(), model.config).items() if name not in tied}
     missing = sorted(set(expected) - set(checkpoint))
     required = [name for name in missing if not name.startswith(optional)]
     if required:
         raise ValueError(
-            f"{weights_file}: lacks {len(required)} tensors that {source['config_file']} describes (e.g. "
+            f"{weights_file}: lacks {len(required)} tensors that {source.config_file} describes (e.g. "
             f"{', '.join(required[:4])}); the folder's config and weights do not belong together")
     wrong_shape = [f"{name} {tuple(checkpoint[name].shape)} (model: {tuple(tensor.shape)})"
                    for name, tensor in expected.items() if name in checkpoint and checkpoint[name].shape != tensor.shape]
     if wrong_shape:
         raise ValueError(
-            f"{weights_file}: tensors of other shapes than {source['config_file']} describes: "
+            f"{weights_file}: tensors of other shapes than {source.config_file} describes: "
             f"{'; '.join(wrong_shape[:4])}; the folder's config and weights do not belong together")
     merged = {**expected, **{name: tensor for name, tensor in checkpoint.items() if name in expected or name in tied}}
     model.load_state_dict(from_hf(merged, model.config), strict=True)

@@ -24,6 +24,7 @@ from stages.tracking import MetricsLog
 if TYPE_CHECKING:
     from stages.evaluate.evaluate_task import TaskPlan
     from stages.pretrain.sample_plan import SamplePlan
+    from stages.training.model_source import ModelSource
 
 # The model config's special token ids each family needs from the dataset (its index.json's
 # pad_id and eos_id; run.model_token_ids): BERT pads, T5 also ends targets and starts decoding.
@@ -54,9 +55,9 @@ class PretrainJob:
     metrics_log: MetricsLog
     experiment: Any  # the whole experiment config (tracking.wandb, name) for the tracker
     fingerprint: str  # the stage's fingerprint: names and tags the wandb run
-    # pretrain.init_from resolved by stages/pretrain/init_from.py (path, format, family,
-    # config_file, weights_file, architecture); None = random initialisation
-    init_source: dict[str, Any] | None = None
+    # pretrain.init_from resolved by stages/pretrain/init_from.py (the checkpoint's folder,
+    # files and architecture); None = random initialisation
+    init_source: ModelSource | None = None
     user_deepspeed_config: dict[str, Any] | None = None  # pretrain.deepspeed_config's JSON, merged over ours
     # pretrain.eval_tasks planned by the driver (stages/pretrain/eval_tasks.py), one per
     # task, and the special token ids their scorer needs; empty = no in-loop tasks
@@ -126,8 +127,8 @@ class PretrainJob:
         if (self.init_source is not None) != bool(cfg.init_from):
             raise ValueError("PretrainJob.init_source must be resolved from pretrain.init_from exactly when "
                              f"it is set (init_from={cfg.init_from!r}; stages/pretrain/init_from.py)")
-        if self.init_source is not None and self.init_source.get("family") != cfg.model.family:
-            raise ValueError(f"PretrainJob.init_source is a {self.init_source.get('family')!r} checkpoint "
+        if self.init_source is not None and self.init_source.family != cfg.model.family:
+            raise ValueError(f"PretrainJob.init_source is a {self.init_source.family!r} checkpoint "
                              f"but pretrain.model.family is {cfg.model.family!r}")
         if self.user_deepspeed_config is not None and not isinstance(self.user_deepspeed_config, dict):
             raise ValueError("PretrainJob.user_deepspeed_config must be the JSON object of "

@@ -18,13 +18,12 @@ sequences on each of world_size workers. The loop resumes from the last committe
 checkpoint (model, optimizer, lr schedule, data position, RNG), so a killed run that is
 started again continues exactly where its checkpoint left off.
 
-Rank 0 writes metrics.jsonl, prints a progress line every few steps
-(stages/training/progress.py), exports the final model (and the snapshots of
-pretrain.snapshot_every, stages/pretrain/snapshots.py) and draws the samples of
-pretrain.samples (stages/pretrain/samples.py; under ZeRO-3 every rank runs the same
-forwards); every rank takes part in evaluation (validation loss and the in-loop tasks of
-pretrain.eval_tasks, stages/pretrain/eval_tasks.py), weight gathering and checkpointing,
-which are collective.
+The loop itself trains, checkpoints and resumes; the rest is callbacks, called in order
+after each step (stages/pretrain/callbacks): rank 0's progress line and metrics.jsonl /
+wandb, the evaluation (validation loss here, and the in-loop tasks of pretrain.eval_tasks,
+stages/pretrain/eval_tasks.py), the samples of pretrain.samples and the exported weights
+(model/ and the snapshots of pretrain.snapshot_every). Evaluation, weight gathering and
+checkpointing are collective: every rank takes part.
 """
 
 from __future__ import annotations
@@ -42,6 +41,12 @@ from stages.data.mixing import MixtureLoader, mixture_parts, open_examples, part
 from stages.data.packed import read_index
 from stages.models import build_model
 from stages.models.build import padded_vocab_size
+from stages.pretrain.callbacks.base import Callback, LoopState
+from stages.pretrain.callbacks.checkpoint_summary import checkpoint_summary
+from stages.pretrain.callbacks.evaluation import InLoopEval
+from stages.pretrain.callbacks.sampling import Samples
+from stages.pretrain.callbacks.snapshots import WeightExport
+from stages.pretrain.callbacks.tracking import Progress, Tracking
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.eval_tasks import TaskEvaluator
 from stages.pretrain.init_weights import build_initial_model, load_initial_weights
@@ -53,11 +58,11 @@ from stages.objectives.output import NUM_PREDICTIONS
 from stages.objectives.registry import build_batch_builder, build_objective
 from stages.pretrain.peak_flops import device_peak
 from stages.pretrain.samples import SAMPLES_FILE, Sampler
-from stages.pretrain.snapshots import record_snapshot, remove_partial_snapshots, snapshot_path, write_model_folder
 from stages.training.async_checkpoint import open_checkpointer
 from stages.training.checkpoint import restore_latest
-from stages.training.engine import create_engine, full_fp32_state_dict, optimizer_step
+from stages.training.engine import create_engine, optimizer_step
 from stages.training.engine_settings import EngineSettings
+from stages.training.model_source import ModelSource
 from stages.training.parallelize import compile_loss_for, parallelize_for
 from stages.training.preemption import PreemptionWatch
 from stages.training.progress import ProgressLines
@@ -75,7 +80,6 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     context = ray.train.get_context()
     rank, world_size = context.get_world_rank(), context.get_world_size()
     seed = job.seed
-    output_dir = job.output_dir
     is_main = rank == 0
 
     # Same seed on every rank: identical initial weights (DeepSpeed also broadcasts them).
@@ -120,44 +124,17 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     if state is None:
         torch.manual_seed(seed + 1000 + rank)
 
-    tracker = open_tracker(
-        experiment=job.experiment, stage="pretrain", fingerprint=job.fingerprint, output_dir=output_dir,
-        config=cfg.model_dump(), metrics_log=job.metrics_log) if is_main else None
-    if tracker is not None:
-        # The steps after the checkpoint (logged before a crash, or by an attempt killed
-        # before its first checkpoint) are trained again: drop their records, so that
-        # metrics.jsonl holds each step once.
-        tracker.metrics_log.drop_records_after(resumed_from_step)
-    sampler = (Sampler(job.sample_plan, cfg.samples, job.tokenizer_path, engine.device, output_dir / SAMPLES_FILE)
-               if job.sample_plan is not None else None)
-    if sampler is not None and is_main:
-        sampler.resume(resumed_from_step)  # as metrics.jsonl: each step's samples once
-
-    peak = device_peak(cfg.peak_tflops, engine.device)  # None on a CPU without pretrain.peak_tflops: no MFU
-    if peak.note and is_main:
-        print(peak.note, file=sys.stderr, flush=True)
-    throughput = Throughput(
-        samples_per_step=cfg.micro_batch_size * cfg.gradient_accumulation_steps * world_size,
-        tokens_per_sample=objective.tokens_per_sample,
-        flops_per_sample=flops_per_sample,
-        peak_flops=peak.tflops * 1e12 * world_size if peak.tflops else None,
-        peak_source=peak.source, warn=is_main,
-    )
+    callbacks = _callbacks(job, engine, objective, rank, world_size, step)
+    throughput = _throughput(cfg, engine.device, objective, flops_per_sample, world_size, is_main)
     tokens_per_step = throughput.samples_per_step * throughput.tokens_per_sample
-    # Counted, not step x tokens_per_step: a run may resume on another number of workers.
-    tokens_seen = state.get("tokens_seen", step * tokens_per_step) if state is not None else 0
-    task_evaluator = TaskEvaluator(
-        job.eval_plans, cfg.model.family, job.tokenizer_path, job.eval_token_ids, batch_size=cfg.micro_batch_size,
-        engine=engine, rank=rank, world_size=world_size) if job.eval_plans else None
-    if is_main and cfg.snapshot_every:
-        remove_partial_snapshots(output_dir)
+    loop = LoopState(step=step, resumed_from_step=resumed_from_step, tokens_per_step=tokens_per_step,
+                     tokens_seen=state.get("tokens_seen", step * tokens_per_step) if state is not None else 0)
     meter = IntervalMeter(objective.parts, engine.device, sources=mixture_sources)
-    progress = ProgressLines("[pretrain]", cfg.max_steps, initial=step, rate_unit="tokens") if is_main else None
-    train_seconds, steps_this_session, sampling_seconds = 0.0, 0, 0.0
-    last_metrics: dict[str, Any] = {}
+    for callback in callbacks:
+        callback.pre_train(loop)
     preemption = PreemptionWatch.start()  # SIGTERM or a node drain: checkpoint, then stop
     engine.train()
-    while step < cfg.max_steps:
+    while loop.step < cfg.max_steps:
         started = time.perf_counter()
         lr = engine.get_lr()[0]  # the rate this step's update uses
         data_seconds = 0.0
@@ -172,74 +149,63 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
             # Summed on the device and read at logging steps only: a .item() here would
             # make the host wait for every micro batch's GPU work.
             meter.add(output, source=train_loader.last_source if mixture_sources else None)
-        step += 1
-        tokens_seen += tokens_per_step
+        loop.step += 1
+        loop.tokens_seen += tokens_per_step
         elapsed = time.perf_counter() - started
-        train_seconds += elapsed
-        steps_this_session += 1
+        loop.train_seconds += elapsed
+        loop.steps_this_session += 1
         meter.add_step(elapsed, data_seconds)
 
-        record: dict[str, Any] = {}
-        if step % cfg.log_every == 0 or step == cfg.max_steps:
-            record.update(step=step, **meter.summarize(throughput), lr=lr, grad_norm=grad_norm)
-        if progress is not None:  # the loss: the last interval's mean, already on the host
-            progress.update(1, amount=tokens_per_step, loss=record.get("loss"))
-        if step % cfg.eval_every == 0 or step == cfg.max_steps:
-            record.update(step=step, **evaluate(engine, objective, job, rank, world_size))
-            if task_evaluator is not None:
-                record.update(task_evaluator.evaluate(engine))
-        if record:
-            last_metrics.update(record)
-            if tracker is not None:
-                tracker.log(record, step=step)
-
-        # Before the checkpoint (a committed one implies its samples are written); outside
-        # the step's timing, so throughput does not count it.
-        if sampler is not None and sampler.due(step, cfg):
-            sampling_seconds += sampler.sample_live(engine, step, tokens_seen, is_main, tracker)
-        # Before the checkpoint: a committed checkpoint implies its snapshots are complete.
-        destinations = [output_dir / "model"] if step == cfg.max_steps else []
-        snapshot_due = bool(cfg.snapshot_every) and step % cfg.snapshot_every == 0
-        if snapshot_due and not _snapshot_exists(output_dir, step, is_main):
-            destinations.append(snapshot_path(output_dir, step))
-        _write_weights(engine, job, destinations, is_main)
-        if snapshot_due and is_main:
-            record_snapshot(output_dir, step, tokens_seen)
+        loop.metrics = (dict(step=loop.step, **meter.summarize(throughput), lr=lr, grad_norm=grad_norm)
+                        if loop.step % cfg.log_every == 0 or loop.step == cfg.max_steps else {})
+        for callback in callbacks:
+            callback.post_step(loop)
         # Every step, on every rank (collective): was any rank told that its node goes away?
-        preempted = preemption.stop_requested() and step < cfg.max_steps
-        if step % cfg.checkpoint_every == 0 or step == cfg.max_steps or preempted:
-            summary = {
-                "steps": step,
-                "final_loss": last_metrics.get("loss"),
-                "val_loss": last_metrics.get("val_loss"),
-                "val_perplexity": last_metrics.get("val_perplexity"),
-                "tokens_per_second": tokens_per_step * steps_this_session / max(train_seconds, 1e-9),
-                "num_parameters": num_parameters,
-                "resumed_from_step": resumed_from_step,
-                "mfu": last_metrics.get("mfu"),
-                **({"sampling_seconds": sampling_seconds} if sampler is not None else {}),
-                # per-objective validation losses and accuracies (val_mlm_accuracy, ...),
-                # and the last in-loop task scores (eval/<task>/<metric>)
-                **{k: v for k, v in last_metrics.items() if k.startswith(("val_", "eval/"))},
-            }
-            checkpointer.save(step, {"loader": train_loader.state_dict(), "tokens_seen": tokens_seen},
-                              summary)
+        preempted = preemption.stop_requested() and loop.step < cfg.max_steps
+        if loop.step % cfg.checkpoint_every == 0 or loop.step == cfg.max_steps or preempted:
+            checkpointer.save(loop.step, {"loader": train_loader.state_dict(), "tokens_seen": loop.tokens_seen},
+                              checkpoint_summary(loop, num_parameters, callbacks))
         if preempted:
             checkpointer.finish()  # committed before the workers go
-            preemption.stop(step)  # raises Preempted: Ray Train restarts the workers from it
+            preemption.stop(loop.step)  # raises Preempted: Ray Train restarts the workers from it
     checkpointer.finish()  # the last checkpoint is written (or its failure raised) before the run ends
     preemption.close()
-    if progress is not None:
-        progress.close()
-    if tracker is not None:
-        tracker.summary(last_metrics)
-        tracker.finish()
+    for callback in callbacks:
+        callback.post_train(loop)
 
-    if steps_this_session == 0:
-        # Resumed from the final checkpoint: the run had finished, but the driver died
-        # before the engine recorded it. Export again (cheap) in case model/ is missing;
-        # every rank must take part, so this does not depend on what one rank sees.
-        _write_weights(engine, job, [output_dir / "model"], is_main)
+
+def _callbacks(job: PretrainJob, engine, objective, rank: int, world_size: int, step: int) -> list[Callback]:
+    """In the order of the work within a step (callbacks/base.py)."""
+    cfg, is_main = job.config, rank == 0
+    tracking = Tracking(open_tracker(
+        experiment=job.experiment, stage="pretrain", fingerprint=job.fingerprint, output_dir=job.output_dir,
+        config=cfg.model_dump(), metrics_log=job.metrics_log) if is_main else None)
+    sampler = (Sampler(job.sample_plan, cfg.samples, job.tokenizer_path, engine.device, job.output_dir / SAMPLES_FILE)
+               if job.sample_plan is not None else None)
+    task_evaluator = TaskEvaluator(
+        job.eval_plans, cfg.model.family, job.tokenizer_path, job.eval_token_ids, batch_size=cfg.micro_batch_size,
+        engine=engine, rank=rank, world_size=world_size) if job.eval_plans else None
+    return [
+        Progress(ProgressLines("[pretrain]", cfg.max_steps, initial=step, rate_unit="tokens") if is_main else None),
+        InLoopEval(cfg, engine, lambda: evaluate(engine, objective, job, rank, world_size), task_evaluator),
+        tracking,
+        *([Samples(sampler, tracking, cfg, engine, is_main)] if sampler is not None else []),
+        WeightExport(job, engine, is_main, lambda: _build_model(job)),
+    ]
+
+
+def _throughput(cfg: PretrainConfig, device: torch.device, objective, flops_per_sample: float, world_size: int,
+                is_main: bool) -> Throughput:
+    peak = device_peak(cfg.peak_tflops, device)  # None on a CPU without pretrain.peak_tflops: no MFU
+    if peak.note and is_main:
+        print(peak.note, file=sys.stderr, flush=True)
+    return Throughput(
+        samples_per_step=cfg.micro_batch_size * cfg.gradient_accumulation_steps * world_size,
+        tokens_per_sample=objective.tokens_per_sample,
+        flops_per_sample=flops_per_sample,
+        peak_flops=peak.tflops * 1e12 * world_size if peak.tflops else None,
+        peak_source=peak.source, warn=is_main,
+    )
 
 
 def _build_model(job: PretrainJob):
@@ -250,10 +216,10 @@ def _build_model(job: PretrainJob):
     return build_model(model_cfg.architecture(), vocab_size=vocab_size, max_seq_len=job.seq_len, **job.token_ids)
 
 
-def _load_init_from(model, source: dict, is_main: bool) -> None:
+def _load_init_from(model, source: ModelSource, is_main: bool) -> None:
     fresh = load_initial_weights(model, source)
     if is_main:
-        print(f"[pretrain] init_from {source['path']}: loaded {source['weights_file']}"
+        print(f"[pretrain] init_from {source.path}: loaded {source.weights_file}"
               + (f"; not in the checkpoint, freshly initialised: {', '.join(fresh)}" if fresh else ""),
               flush=True)
 
@@ -318,29 +284,3 @@ def _placeholder_batch(empty: dict[str, torch.Tensor]) -> dict[str, torch.Tensor
     if "attention_mask" in batch:
         batch["attention_mask"].fill_(1)
     return batch
-
-
-def _write_weights(engine, job: PretrainJob, destinations: list[Path], is_main: bool) -> None:
-    """Rank 0 writes the full fp32 weights, model_config.json and tokenizer.json into each
-    of `destinations` (output_dir/model, a snapshot folder), each renamed into place when
-    complete. Collective when there is anything to write, because gathering sharded
-    weights is: every rank must pass the same number of destinations."""
-    if not destinations:
-        return
-    state_dict = full_fp32_state_dict(engine)  # gathered once for every destination
-    if not is_main:
-        return
-    model = _build_model(job)
-    model.load_state_dict(state_dict, strict=True)
-    for final in destinations:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        write_model_folder(model, job.tokenizer_path, final)
-
-
-def _snapshot_exists(output_dir: Path, step: int, is_main: bool) -> bool:
-    """Whether an earlier attempt of this run wrote the snapshot of `step` (a resumed run
-    keeps it). Rank 0 looks and tells the others, so that every rank takes the same
-    decision about the collective weight gathering."""
-    decision = [snapshot_path(output_dir, step).is_dir() if is_main else None]
-    dist.broadcast_object_list(decision, src=0)
-    return bool(decision[0])

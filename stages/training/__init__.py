@@ -7,6 +7,11 @@ Driver side (launch.py):
         Ray Train wants a dict: a stage passes its one frozen job record in it
         (pretrain: {"job": PretrainJob}, stages/pretrain/job.py).
 
+Both sides (model_source.py): the model folder a run starts from, one frozen record
+    ModelSource(format="pretrained" | "hf", path, family, config_file, weights_file, tokenizer,
+                max_seq_len, model_type=None, architecture=None)
+        built by pretrain.init_from's resolver and by fine-tuning's
+
 Both sides (engine_settings.py): what an engine is built from, one frozen record
     EngineSettings(micro_batch_size, gradient_accumulation_steps, zero_stage, grad_clip,
                    precision, lr, weight_decay, adam_betas, warmup_steps, max_steps,

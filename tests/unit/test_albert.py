@@ -238,7 +238,7 @@ def test_init_from_an_albert_masked_lm_folder_starts_mlm_sop_pretraining(tmp_pat
     hf.save_pretrained(tmp_path)
     index = {"vocab_size": VOCAB, "seq_len": 32}
     source = resolve_init_source(str(tmp_path), model_config(family="bert"), index, tmp_path / "index.json")
-    assert source["architecture"]["variant"] == "albert" and source["architecture"]["embedding_size"] == 16
+    assert source.architecture["variant"] == "albert" and source.architecture["embedding_size"] == 16
     model = build_initial_model(source, token_ids={})
     fresh = load_initial_weights(model, source)
     # AlbertForMaskedLM has no pooler and no SOP classifier: those start fresh.

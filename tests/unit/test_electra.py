@@ -267,7 +267,7 @@ def test_init_from_an_electra_discriminator_folder_starts_with_a_fresh_generator
     discriminator.save_pretrained(tmp_path)
     index = {"vocab_size": VOCAB, "seq_len": 32}
     source = resolve_init_source(str(tmp_path), model_config(family="bert"), index, tmp_path / "index.json")
-    assert source["architecture"]["variant"] == "electra" and source["architecture"]["embedding_size"] == 16
+    assert source.architecture["variant"] == "electra" and source.architecture["embedding_size"] == 16
     model = build_initial_model(source, token_ids={})
     fresh = load_initial_weights(model, source)
     assert fresh and all(name.startswith("generator.") for name in fresh)

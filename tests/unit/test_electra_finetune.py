@@ -58,13 +58,13 @@ def pretrained_dir(tmp_path_factory):
 ])
 def test_every_task_head_fine_tunes_the_discriminator(pretrained_dir, task, head, labels):
     source = resolve_model_source(None, pretrained_dir)
-    assert source["family"] == "bert"
+    assert source.family == "bert"
     backbone = load_backbone(source)
     assert type(backbone) is Bert and backbone.config.variant == "electra"  # the generator is dropped
     spec = get_task(task)
     head_config = {"head": spec.head, "task": spec.name, "num_labels": getattr(spec, "num_labels", None)}
     torch.manual_seed(0)
-    model = family_for(spec, source["family"]).build_model(head_config, backbone)
+    model = family_for(spec, source.family).build_model(head_config, backbone)
     assert type(model) is head
     ids, mask, token_types = inputs()
     outputs = model(ids, mask, token_type_ids=token_types, **labels)

@@ -15,6 +15,7 @@ from stages.finetune.task_cache import (
     FINGERPRINT_NAME, reuse_finished_task, task_fingerprint, write_task_fingerprint,
 )
 from stages.tracking import MetricsLog
+from tests.support.model_sources import folder_source
 
 
 @pytest.fixture
@@ -22,7 +23,7 @@ def source(tmp_path):
     model = tmp_path / "pretrain" / "model"
     model.mkdir(parents=True)
     (model / "model.safetensors").write_bytes(b"weights")
-    return {"format": "pretrained", "path": str(model), "tokenizer": str(model / "tokenizer.json")}
+    return folder_source(model)
 
 
 def fingerprint(source, task="sst2", seed=0, **config):
@@ -37,7 +38,7 @@ def test_only_what_changes_a_tasks_results_changes_its_fingerprint(source):
     assert fingerprint(source, task="rte") != base
     assert fingerprint(source, lr=1e-4) != base
     assert fingerprint(source, seed=1) != base
-    with open(f"{source['path']}/model.safetensors", "ab") as f:
+    with open(f"{source.path}/model.safetensors", "ab") as f:
         f.write(b"retrained")
     assert fingerprint(source) != base
 

@@ -22,6 +22,7 @@ from stages.finetune.text_to_text import (
 from stages.models import build_model
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer
+from tests.support.model_sources import folder_source
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +140,7 @@ def test_stsb_through_the_glue_task_gives_score_targets_and_float_submissions(t5
 
     spec = get_task("stsb")
     cfg = FinetuneConfig(tasks=["stsb"], max_train_examples=8, max_eval_examples=8, max_seq_len=32)
-    source = {"tokenizer": t5_tokenizer_path, "family": "t5"}
+    source = folder_source("/unused/model", "t5", tokenizer=t5_tokenizer_path)
     prepared = family_for(spec, "t5").prepare(TaskRequest(spec, cfg, seed=0, source=source, data_dir=data_dir))
     tokenizer = load_task_tokenizer(t5_tokenizer_path, 32)
     dev = prepared.encoded["dev"]

@@ -16,6 +16,7 @@ from pipeline.planner import plan
 from stages.finetune.run import _task_digests
 from stages.finetune.task_cache import task_fingerprint
 from stages.finetune.config import FinetuneConfig
+from tests.support.model_sources import folder_source
 from tests.unit.test_engine import FakeStages, run
 
 
@@ -123,7 +124,7 @@ def test_a_damaged_hash_cache_only_costs_a_rehash(tmp_path):
 
 def test_each_task_fingerprint_follows_only_its_own_files(config_file, data_dir):
     cfg = load_config(config_file)
-    source = {"format": "pretrained", "path": str(data_dir / "no-model")}
+    source = folder_source(data_dir / "no-model")
     finetune = FinetuneConfig(tasks=["sst2", "rte"])
 
     def fingerprints() -> dict[str, str]:

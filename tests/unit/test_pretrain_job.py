@@ -14,6 +14,7 @@ import pytest
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.job import PretrainJob
 from stages.tracking import MetricsLog
+from tests.support.model_sources import folder_source
 
 TINY_GPT = {"family": "gpt", "num_layers": 1, "hidden_size": 32, "num_heads": 2}
 
@@ -58,7 +59,7 @@ def test_a_valid_job_is_frozen_pickles_and_round_trips_through_the_loop_config(t
     ("metrics_log", "metrics.jsonl", TypeError, r"PretrainJob.metrics_log must be a MetricsLog"),
     ("user_deepspeed_config", {"bf16": {"enabled": True}}, ValueError,
      r"PretrainJob.user_deepspeed_config is set but pretrain.deepspeed_config is not"),
-    ("init_source", {"family": "gpt", "path": "/x"}, ValueError,
+    ("init_source", folder_source("/x"), ValueError,
      r"PretrainJob.init_source must be resolved from pretrain.init_from exactly when it is set"),
     ("eval_token_ids", {}, None, None),  # no eval_tasks: nothing to check
 ])
@@ -112,5 +113,5 @@ def test_a_resolved_init_source_must_be_of_the_configured_family(tmp_path):
         make_job(tmp_path, config=config)
     with pytest.raises(ValueError, match=r"PretrainJob.init_source is a 'bert' checkpoint but "
                                          "pretrain.model.family is 'gpt'"):
-        make_job(tmp_path, config=config, init_source={"family": "bert", "path": str(checkpoint)})
-    make_job(tmp_path, config=config, init_source={"family": "gpt", "path": str(checkpoint)})
+        make_job(tmp_path, config=config, init_source=folder_source(checkpoint, "bert"))
+    make_job(tmp_path, config=config, init_source=folder_source(checkpoint, "gpt"))

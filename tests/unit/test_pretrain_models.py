@@ -67,4 +67,4 @@ def test_finetune_starts_from_the_encoder_of_a_pretrained_bert(tmp_path):
     bert = build_model({"family": "bert", "num_layers": 1, "hidden_size": 16, "num_heads": 2}, 30, 12)
     save_pretrained(bert, tmp_path / "bert")
     source = resolve_model_source(None, tmp_path / "bert")
-    assert source["max_seq_len"] == 12 and type(load_backbone(source)) is Bert
+    assert source.max_seq_len == 12 and type(load_backbone(source)) is Bert

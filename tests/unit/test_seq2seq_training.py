@@ -45,7 +45,7 @@ def prepared(request, tmp_path_factory):
                                          label_smoothing=0.1, dropout=0.1, decoding={"num_beams": 2}),
                           "multi30k_en_de")
     task = TaskRequest(spec=spec, cfg=cfg, seed=0, source=source, data_dir=MULTI30K)
-    family = family_for(spec, source["family"])
+    family = family_for(spec, source.family)
     ready = family.prepare(task)
     job = SimpleNamespace(config=cfg, source=source, head_config={"head": spec.head, "task": spec.name,
                                                                    "num_labels": spec.num_labels, "labels": None})

@@ -27,6 +27,7 @@ from stages.finetune.text_to_text.rank import enable_rank_scoring, label_log_lik
 from stages.models import build_model
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer
+from tests.support.model_sources import folder_source
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,7 @@ def tiny_t5_model(tokenizer_path: str, seed: int = 0):
 
 
 def prepare_glue(spec, cfg, *, source, data_dir, seed):
-    return family_for(spec, source["family"]).prepare(TaskRequest(spec, cfg, seed, source, data_dir))
+    return family_for(spec, source.family).prepare(TaskRequest(spec, cfg, seed, source, data_dir))
 
 
 def test_label_targets_are_the_label_words_ending_with_eos(tokenizer_path):
@@ -115,7 +116,7 @@ def test_a_tiny_random_t5_learns_to_rank_the_right_label_word(tokenizer_path):
 
 def test_rank_scoring_prepares_the_task_like_a_classification_head(tokenizer_path, data_dir):
     spec = get_task("sst2")
-    source = {"tokenizer": tokenizer_path, "family": "t5"}
+    source = folder_source("/unused/model", "t5", tokenizer=tokenizer_path)
     cfg = FinetuneConfig(tasks=["sst2"], max_train_examples=8, max_eval_examples=8, max_seq_len=32,
                          t5_scoring="rank")
     prepared = prepare_glue(spec, cfg, source=source, data_dir=data_dir, seed=0)

@@ -71,10 +71,10 @@ def test_text_to_text_fine_tuning_builds_trains_and_reloads_from_a_saved_transfo
     (folder / "tokenizer.json").write_text("{}")  # only copied along here, never parsed
     # what the finetune stage does, minus Ray: source -> backbone -> the task family's model
     source = resolve_model_source(None, folder)
-    assert (source["family"], source["max_seq_len"]) == ("t5", None)  # sinusoids: no length limit
+    assert (source.family, source.max_seq_len) == ("t5", None)  # sinusoids: no length limit
     backbone = load_backbone(source)
     assert type(backbone) is Transformer
-    family = family_for(get_task("sst2"), source["family"])
+    family = family_for(get_task("sst2"), source.family)
     head_config = {"head": "sequence_classification", "task": "sst2"}
     model = family.build_model(head_config, backbone)
     assert isinstance(model, TextToTextModel) and model.backbone is backbone

@@ -5,7 +5,7 @@ on a head, SQuAD spans, CoNLL tags, or any of them as text to text on a T5. The 
 fixed path (`stages.finetune.run`) asks the registry which family a task belongs to and
 then only calls these methods:
 
-    family = family_for(spec, source["family"])          # stages.finetune.families.registry
+    family = family_for(spec, source.family)          # stages.finetune.families.registry
     prepared = family.prepare(request)                     # driver: read, sample, tokenize
     model = family.worker_model(job, backbone)             # each Ray Train worker
     batch.update(family.batch_labels(labels))              # each worker, each micro batch
@@ -27,6 +27,7 @@ import numpy as np
 from stages.finetune.config import FinetuneConfig
 from stages.finetune.model_source import build_task_model
 from stages.finetune.prepared import PreparedTask
+from stages.training.model_source import ModelSource
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class TaskRequest:
     spec: Any
     cfg: FinetuneConfig
     seed: int
-    source: dict[str, Any]
+    source: ModelSource
     data_dir: Path
 
 

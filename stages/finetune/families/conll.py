@@ -40,7 +40,7 @@ class ConllFamily(TaskFamily):
     def prepare(self, request: TaskRequest) -> PreparedTask:
         """One label per word on its first subword; dev and test are scored."""
         spec, cfg = request.spec, request.cfg
-        tokenizer = load_task_tokenizer(request.source["tokenizer"], cfg.max_seq_len)
+        tokenizer = load_task_tokenizer(request.source.tokenizer, cfg.max_seq_len)
         sentences = read_conll_sentences(request)
         encoded, first_tokens = {}, {}
         for split, batch in sentences.items():

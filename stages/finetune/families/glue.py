@@ -36,7 +36,7 @@ class GlueFamily(TaskFamily):
 
     def prepare(self, request: TaskRequest) -> PreparedTask:
         spec = request.spec
-        tokenizer = load_task_tokenizer(request.source["tokenizer"], request.cfg.max_seq_len)
+        tokenizer = load_task_tokenizer(request.source.tokenizer, request.cfg.max_seq_len)
         return glue_prepared(request, read_glue_splits(request), encode=partial(encode_texts, tokenizer),
                              score=partial(glue_scores, spec),
                              predictions=partial(predictions_from_outputs, spec))

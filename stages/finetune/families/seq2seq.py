@@ -29,6 +29,7 @@ from stages.finetune.families.base import TaskFamily, TaskRequest
 from stages.finetune.prepared import PreparedTask
 from stages.finetune.seq2seq.reader import Seq2SeqRows, read_split
 from stages.finetune.tasks.seq2seq_spec import Seq2SeqSpec
+from stages.training.model_source import ModelSource
 
 SCORED_SPLITS = ("dev", "test")
 DEFAULT_EXTRA_LENGTH = 50  # Seq2SeqSpec.num_labels = max_source_len + this
@@ -57,7 +58,7 @@ class Seq2SeqFamily(TaskFamily):
             raise ValueError(f"task {spec.name}: beam search decodes each rank's rows on its own, but ZeRO-3 needs "
                              "every rank in every forward pass: set finetune.decoding.num_beams: 1 (greedy keeps "
                              "the ranks in step) or zero_stage <= 2")
-        layout = layout_of(source["family"])
+        layout = layout_of(source.family)
         if layout == "decoder_only" and cfg.zero_stage == 3:
             raise ValueError(f"task {spec.name}: a GPT decodes each rank's rows on its own, but ZeRO-3 needs every "
                              "rank in every forward pass: use zero_stage <= 2 for sequence-to-sequence tasks on a GPT")
@@ -66,14 +67,14 @@ class Seq2SeqFamily(TaskFamily):
         for split, split_rows in rows.items():
             where = ", ".join(str(spec.data_path(request.data_dir, f)) for f in spec.splits.get(
                 split, spec.splits["dev"]).files())
-            encoded[split], split_facts = encode_rows(source["tokenizer"], spec, split_rows, layout=layout,
+            encoded[split], split_facts = encode_rows(source.tokenizer, spec, split_rows, layout=layout,
                                                       train=split == "train", where=where)
             facts.update({f"{split}_{key}": value for key, value in split_facts.items()})
             facts[f"{split}_empty_pairs_skipped"] = split_rows.empty_skipped
         _check_lengths(spec, source, layout, cfg)
         for warning in cut_warnings(spec, facts):
             print(f"[finetune] {spec.name}: {warning}", flush=True)
-        tokenizer = source["tokenizer"]
+        tokenizer = source.tokenizer
         return PreparedTask(
             encoded=encoded,
             scorers={split: partial(split_scores, spec, tokenizer, rows[split]) for split in SCORED_SPLITS},
@@ -105,7 +106,7 @@ class Seq2SeqFamily(TaskFamily):
             backbone = type(backbone)(backbone.config)
         if cfg.dropout is not None:
             set_dropout(backbone, cfg.dropout)
-        end_id, _ = special_ids(plain_tokenizer(job.source["tokenizer"]), layout_of(job.source["family"]))
+        end_id, _ = special_ids(plain_tokenizer(job.source.tokenizer), layout_of(job.source.family))
         model = self.build_model(job.head_config, backbone, decoding=Decoding.from_config(cfg.decoding),
                                  label_smoothing=cfg.label_smoothing, end_id=end_id)
         model.synced_ranks = cfg.zero_stage == 3  # greedy decoding keeps the ranks in step (model.py)
@@ -178,9 +179,9 @@ def cut_warnings(spec: Seq2SeqSpec, facts: dict[str, int]) -> list[str]:
     return warnings
 
 
-def _check_lengths(spec: Seq2SeqSpec, source: dict[str, Any], layout: str, cfg) -> None:
+def _check_lengths(spec: Seq2SeqSpec, source: ModelSource, layout: str, cfg) -> None:
     """A GPT must hold source + separator + target in its context."""
-    limit = source.get("max_seq_len")
+    limit = source.max_seq_len
     if layout == "decoder_only" and limit is not None and spec.max_source_len + spec.max_target_len + 8 > limit:
         raise ValueError(f"task {spec.name}: max_source_len {spec.max_source_len} + max_target_len "
                          f"{spec.max_target_len} (+ the separator) exceed the GPT's max_seq_len={limit}; lower them "

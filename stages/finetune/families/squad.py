@@ -46,7 +46,7 @@ class SquadFamily(TaskFamily):
     def prepare(self, request: TaskRequest) -> PreparedTask:
         """Train and scored questions cut into windows; only the dev split is predicted."""
         spec, cfg = request.spec, request.cfg
-        task_tokenizer = load_task_tokenizer(request.source["tokenizer"], cfg.max_seq_len)
+        task_tokenizer = load_task_tokenizer(request.source.tokenizer, cfg.max_seq_len)
         layout, tokenizer = pair_layout(task_tokenizer), raw_tokenizer(task_tokenizer)
         train, dev, split_note = read_squad_questions(request)
         windows = {name: build_windows(tokenizer, layout, examples, max_seq_len=cfg.max_seq_len,

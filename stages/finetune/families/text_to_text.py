@@ -48,7 +48,7 @@ class GlueAsText(GlueFamily):
     max_target_len = glue_text.MAX_TARGET_LEN
 
     def prepare(self, request: TaskRequest) -> PreparedTask:
-        spec, tokenizer_path = request.spec, request.source["tokenizer"]
+        spec, tokenizer_path = request.spec, request.source.tokenizer
         tokenizer = load_task_tokenizer(tokenizer_path, request.cfg.max_seq_len)
         splits = read_glue_splits(request)
         encode = partial(glue_text.encode_text_to_text, tokenizer, spec)
@@ -68,9 +68,9 @@ class SquadAsText(SquadFamily):
 
     def prepare(self, request: TaskRequest) -> PreparedTask:
         """The source cut at max_seq_len (no windows); only the dev split is predicted."""
-        tokenizer = load_task_tokenizer(request.source["tokenizer"], request.cfg.max_seq_len)
+        tokenizer = load_task_tokenizer(request.source.tokenizer, request.cfg.max_seq_len)
         train, dev, split_note = read_squad_questions(request)
-        return squad_text.prepare_squad_text(tokenizer, request.source["tokenizer"], train, dev, split_note,
+        return squad_text.prepare_squad_text(tokenizer, request.source.tokenizer, train, dev, split_note,
                                              version=request.spec.version)
 
     def write_outputs(self, request: TaskRequest, prepared: PreparedTask, outputs: dict[str, np.ndarray],
@@ -89,8 +89,8 @@ class ConllAsText(ConllFamily):
     max_target_len = ner.MAX_TARGET_LEN
 
     def prepare(self, request: TaskRequest) -> PreparedTask:
-        tokenizer = load_task_tokenizer(request.source["tokenizer"], request.cfg.max_seq_len)
-        return ner.prepare_ner_text(tokenizer, request.source["tokenizer"], read_conll_sentences(request))
+        tokenizer = load_task_tokenizer(request.source.tokenizer, request.cfg.max_seq_len)
+        return ner.prepare_ner_text(tokenizer, request.source.tokenizer, read_conll_sentences(request))
 
 
 FORMATS: dict[type, GlueAsText | SquadAsText | ConllAsText] = {
@@ -118,7 +118,7 @@ class TextToTextFamily(TaskFamily):
     def worker_model(self, job, backbone):
         model = self.build_model(job.head_config, backbone, dropout=job.config.classifier_dropout)
         # finetune.t5_scoring: rank predicts by label-word likelihood (the saved model generates).
-        enable_rank_scoring(model, get_task(job.task), job.config, job.source["tokenizer"])
+        enable_rank_scoring(model, get_task(job.task), job.config, job.source.tokenizer)
         return model
 
     def write_outputs(self, request: TaskRequest, prepared: PreparedTask, outputs: dict[str, np.ndarray],
