@@ -17,7 +17,7 @@ import shutil
 
 import pytest
 
-from pipeline.dashboard import Dashboard
+from views.dashboard import Dashboard
 from pipeline.object_store import filesystem
 from tests.e2e.cli import REPO_ROOT, pretrain_cli
 from tests.e2e.conftest import CONFIG

@@ -77,7 +77,7 @@ def test_files_go_up_at_the_commit_and_come_back_byte_for_byte(bucket, tmp_path)
 
 
 def test_a_changed_object_is_found_by_size_and_by_sha256_and_by_verify(bucket, capsys):
-    from pipeline.cli import main
+    from cluster.cli import main
     from pipeline.verify import verify_run
 
     url = f"{bucket}/runs/v"
