@@ -8,7 +8,7 @@ stages) whose pretrain stage is still running: a metrics.jsonl of --steps record
 pretrain stage's own format (loss, clm_loss, clm_accuracy, tokens_per_s, samples_per_s,
 mfu, data_wait_s, data_wait_share, lr, grad_norm every step; val_loss, val_clm_loss,
 val_clm_accuracy, val_perplexity every 500), about 1.6 GB for 200 x 20,000. Starts the
-real server (pipeline.dashboard) on a free port and measures, as the page does it:
+real server (views.dashboard) on a free port and measures, as the page does it:
 
   first load   GET / (the page, with the table in it), then the first POST /runs.json
                (the curves of the --selected runs the page selects: loss and val_loss)
@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.dashboard import Dashboard, make_server  # noqa: E402
+from views.dashboard import Dashboard, make_server  # noqa: E402
 from tests.synthetic_run import write_sweep_point  # noqa: E402
 
 EVAL_EVERY = 500

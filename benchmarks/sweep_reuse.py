@@ -38,7 +38,7 @@ RATES = ("1e-3", "3e-3")
 def cli(*args: str) -> float:
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
     started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO_ROOT, env=env,
+    result = subprocess.run([sys.executable, "-m", "cluster.cli", *args], cwd=REPO_ROOT, env=env,
                             capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit(f"`pretrain {' '.join(args)}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")

@@ -1,6 +1,7 @@
 """The installed `pretrain` command (pyproject.toml's [project.scripts]): the engine's
-commands (`pipeline.cli`: run, plan, sweep, status, verify, report, dashboard) plus the ones
-that use a Ray cluster:
+commands (`pipeline.cli`: run, plan, status, config, verify, generate), `sweep`
+(sweep/cli.py), `report` and `dashboard` (views/cli.py), plus the ones that use a Ray
+cluster:
 
     pretrain submit    CONFIG --address http://HEAD:8265 [-o KEY=VALUE] [--follow]
     pretrain submit    CONFIG --address URL -o pretrain.lr=[1e-3,3e-3] [--max-concurrent N]   # a sweep
@@ -10,8 +11,10 @@ A config with a `sweep:` section, or an -o axis (a list value, as for `pretrain 
 is submitted as one job running `pretrain sweep` on the cluster; every point is validated
 before anything is sent.
 
-It lives here, in the top layer (`cluster -> pipeline -> stages`), because the engine
-never imports cluster code: this module hands its commands to `pipeline.cli.main`.
+It lives here, in the top layer (`cluster -> sweep -> views -> pipeline -> stages`),
+because the engine imports none of the packages above it: this module hands their
+commands to `pipeline.cli.main`. `python -m cluster.cli` is `pretrain` without the
+install (a submitted sweep runs it on the head node).
 Exit codes follow `pretrain run`: 0 done, 1 failed (a job that failed, an unreachable
 cluster), 2 a usage mistake (a local workdir for a remote cluster, a bad sweep point).
 The rest of the cluster package is imported only when one of these commands runs (it
@@ -24,12 +27,14 @@ import argparse
 import sys
 
 from pipeline import cli as engine_cli
+from sweep.cli import SWEEP_COMMANDS
+from views.cli import VIEW_COMMANDS
 
 COMMANDS = ("submit", "jobs", "logs", "stop")
 
 
 def main(argv: list[str] | None = None) -> int:
-    return engine_cli.main(argv, extra_commands=[CLUSTER_COMMANDS])
+    return engine_cli.main(argv, extra_commands=[SWEEP_COMMANDS, VIEW_COMMANDS, CLUSTER_COMMANDS])
 
 
 def add_commands(subparsers) -> None:

@@ -6,7 +6,7 @@ submitting: in the job, the working directory is that temporary copy, so a relat
 workdir would vanish with it.
 
 A sweep (a config with a `sweep:` section, or a `-o key=[v1,v2]` axis) is submitted as
-one job running `python -m pipeline.cli sweep CONFIG ...`: its driver and every point
+one job running `python -m cluster.cli sweep CONFIG ...`: its driver and every point
 join the job's cluster (ray.address=auto), and the workdir is the sweep root. Every
 point is validated here first, so a bad point is refused before anything is sent.
 
@@ -91,7 +91,8 @@ def prepare(submission: Submission, environ: dict[str, str] | None = None) -> Pr
         overrides.append(f"data_dir={data_cfg.resolved_data_dir}")
     concurrency = ["--max-concurrent", str(submission.max_concurrent)] if submission.max_concurrent else []
     entrypoint = " ".join(shlex.quote(part) for part in [
-        "python", "-m", "pipeline.cli", "sweep" if sweep else "run", config_in_project,
+        # `sweep` is not an engine command: the whole `pretrain` (cluster.cli) runs it.
+        "python", "-m", *(("cluster.cli", "sweep") if sweep else ("pipeline.cli", "run")), config_in_project,
         *[arg for override in overrides for arg in ("-o", override)], *concurrency])
     names = [n for n in (*PASSED_ENV_VARS, *submission.extra_env) if n in environ]
     runtime_env = {
@@ -109,12 +110,12 @@ def prepare(submission: Submission, environ: dict[str, str] | None = None) -> Pr
 
 
 def _sweep_or_none(submission: Submission):
-    """The submission's sweep (pipeline.sweep.Sweep, every point validated), or None when
+    """The submission's sweep (sweep.expand.Sweep, every point validated), or None when
     it is one run. A sweep has a `sweep:` section (after -o) or an -o axis, told apart
-    as `pretrain sweep` does (pipeline.sweep.split_overrides: `-o finetune.tasks=[a,b]`
+    as `pretrain sweep` does (sweep.expand.split_overrides: `-o finetune.tasks=[a,b]`
     is one value, `-o finetune.tasks=[[a],[b]]` an axis)."""
     from pipeline.config import load_config
-    from pipeline.sweep import expand_sweep, flatten, split_overrides
+    from sweep.expand import expand_sweep, flatten, split_overrides
 
     lists = [o for o in submission.overrides if isinstance(_override_value(o), list)]
     base = load_config(submission.config, [o for o in submission.overrides if o not in lists])

@@ -2,10 +2,12 @@
 
 Exit codes: 0 success, 1 a stage failed, 2 a usage or config mistake.
 
-These are the engine's commands (and `report` and `dashboard`, pipeline/cli_runs.py);
-`python -m pipeline.cli` runs them. The installed `pretrain` (cluster/cli.py) adds the
-cluster commands (`submit`, `jobs`, `logs`, `stop`) as a CommandGroup: the engine never
-imports the cluster package (`cluster -> pipeline -> stages`).
+These are the engine's commands (and `generate`, pipeline/cli_generate.py);
+`python -m pipeline.cli` runs them. The packages above the engine add theirs as a
+CommandGroup: `sweep` (sweep/cli.py), `report` and `dashboard` (views/cli.py), and the
+cluster commands (`submit`, `jobs`, `logs`, `stop`); the installed `pretrain`
+(cluster/cli.py) gathers them all. The engine never imports those packages
+(`cluster -> sweep -> views -> pipeline -> stages`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import cli_generate, cli_runs
+from pipeline import cli_generate
 from pipeline.config import ConfigError, load_config, parse_override
 from pipeline.graph import STAGE_NAMES
 from pipeline.planner import Selection, plan, plan_warnings
@@ -30,37 +32,49 @@ from storage.urls import is_url
 class CommandGroup:
     """Subcommands that a package above the engine adds to `pretrain`: `add_commands`
     registers them on the subparsers, `dispatch` runs parsed arguments and returns an
-    exit code, or None when the command is not one of its own."""
+    exit code, or None when the command is not one of its own (it sees every command
+    first: `sweep`'s takes `plan` of a config with a sweep: section). `before`: the
+    engine command they are listed before in `pretrain --help` (None: at the end)."""
 
     add_commands: Callable[[argparse._SubParsersAction], None]
     dispatch: Callable[[argparse.Namespace], int | None]
-
-
-REPORT_COMMANDS = CommandGroup(add_commands=cli_runs.add_commands, dispatch=cli_runs.dispatch)
-GENERATE_COMMANDS = CommandGroup(add_commands=cli_generate.add_commands, dispatch=cli_generate.dispatch)
+    before: str | None = None
 
 
 def build_parser(extra_commands: Sequence[CommandGroup] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pretrain", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action=VersionAction)
     commands = parser.add_subparsers(dest="command", required=True)
+    for name, add_command in ENGINE_COMMANDS:
+        for group in extra_commands:
+            if group.before == name:
+                group.add_commands(commands)
+        add_command(commands)
+    for group in extra_commands:
+        if group.before is None:
+            group.add_commands(commands)
+    return parser
 
-    def config_command(name: str, help_text: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text)
-        sub.add_argument("config", help="experiment YAML, e.g. configs/demo.yaml")
-        sub.add_argument("-o", "--override", action="append", default=[], metavar="KEY=VALUE",
-                         help="override a config key, e.g. -o pretrain.max_steps=2000 (repeatable)")
-        sub.add_argument("--only", action="append", default=[], choices=STAGE_NAMES, metavar="STAGE",
-                         help="run only this stage (repeatable); its inputs must be finished")
-        sub.add_argument("--from", dest="from_stage", choices=STAGE_NAMES, metavar="STAGE",
-                         help="run this stage and everything downstream of it")
-        sub.add_argument("--force", nargs="?", const="*", action="append", default=[],
-                         metavar="STAGE",
-                         help="re-run even if cached: the named stage and its downstream, "
-                              "or with no name every selected stage")
-        return sub
 
-    run = config_command("run", "run every stage that is not cached")
+def add_config_command(commands, name: str, help_text: str) -> argparse.ArgumentParser:
+    """A command that takes an experiment YAML and the stage selection (run, plan)."""
+    sub = commands.add_parser(name, help=help_text)
+    sub.add_argument("config", help="experiment YAML, e.g. configs/demo.yaml")
+    sub.add_argument("-o", "--override", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a config key, e.g. -o pretrain.max_steps=2000 (repeatable)")
+    sub.add_argument("--only", action="append", default=[], choices=STAGE_NAMES, metavar="STAGE",
+                     help="run only this stage (repeatable); its inputs must be finished")
+    sub.add_argument("--from", dest="from_stage", choices=STAGE_NAMES, metavar="STAGE",
+                     help="run this stage and everything downstream of it")
+    sub.add_argument("--force", nargs="?", const="*", action="append", default=[],
+                     metavar="STAGE",
+                     help="re-run even if cached: the named stage and its downstream, "
+                          "or with no name every selected stage")
+    return sub
+
+
+def _add_run(commands) -> None:
+    run = add_config_command(commands, "run", "run every stage that is not cached")
     run.add_argument("--verify", action="store_true",
                      help="before reusing a finished stage, compare every output file's sha256 with "
                           "its manifest (sizes are always compared); damaged stages are rebuilt")
@@ -71,23 +85,14 @@ def build_parser(extra_commands: Sequence[CommandGroup] = ()) -> argparse.Argume
     run.add_argument("-v", "--verbose", action="store_true",
                      help="print everything Ray, DeepSpeed and torch print, every worker's output "
                           "included (by default they go to Ray's log files, named when Ray starts)")
-    config_command("plan", "show what would run, what is cached, and why (starts nothing); "
-                           "on a sweep, which stage outputs its points share")
-    sweep = commands.add_parser(
-        "sweep", help="run one experiment per point of a grid or list of overrides, sharing the "
-                      "stages they have in common (see the sweep: section)")
-    sweep.add_argument("config", help="experiment YAML, with a sweep: section or -o key=[v1,v2] axes")
-    sweep.add_argument("-o", "--override", action="append", default=[], metavar="KEY=VALUE",
-                       help="a list value is an axis (-o pretrain.lr=[1e-3,3e-3]), anything else "
-                            "applies to every point (repeatable)")
-    sweep.add_argument("--max-concurrent", type=int, metavar="N",
-                       help="points running at once (default sweep.max_concurrent, else as many as "
-                            "the Ray cluster's CPUs hold); 1 runs them one after another")
-    sweep.add_argument("--only", action="append", default=[], choices=STAGE_NAMES, metavar="STAGE",
-                       help="in every point, run only this stage (repeatable)")
-    sweep.add_argument("--from", dest="from_stage", choices=STAGE_NAMES, metavar="STAGE",
-                       help="in every point, run this stage and everything downstream of it")
-    sweep.add_argument("--plan", action="store_true", help="show the points and the shared stages, run nothing")
+
+
+def _add_plan(commands) -> None:
+    add_config_command(commands, "plan", "show what would run, what is cached, and why (starts nothing); "
+                                         "on a sweep, which stage outputs its points share")
+
+
+def _add_status(commands) -> None:
     status = commands.add_parser(
         "status", help="a run's state and one line per stage (headline metrics, cut to the terminal's "
                        "width); a folder of runs (a sweep's root, runs/): one line per run")
@@ -96,26 +101,35 @@ def build_parser(extra_commands: Sequence[CommandGroup] = ()) -> argparse.Argume
                         help="every key metric (scores with intervals and baselines), lines not cut")
     status.add_argument("--json", action="store_true",
                         help="machine-readable: the run's state and every stage's state and metrics")
+
+
+def _add_config(commands) -> None:
     reference = commands.add_parser("config", help="print the config key reference: every key, "
                                                    "its default and meaning")
     reference.add_argument("section", nargs="?",
                            help="only this section (or key prefix), e.g. pretrain or pretrain.model")
+
+
+def _add_verify(commands) -> None:
     verify = commands.add_parser(
         "verify", help="compare every output file of a run directory with its manifest (size, sha256)")
     verify.add_argument("run_dir", help="the experiment's workdir, e.g. runs/demo")
     verify.add_argument("--stage", action="append", choices=STAGE_NAMES, metavar="STAGE",
                         help="check only this stage (repeatable)")
-    for group in (REPORT_COMMANDS, GENERATE_COMMANDS, *extra_commands):
-        group.add_commands(commands)
-    return parser
+
+
+# In `pretrain --help` order; a CommandGroup's `before` names one of these.
+ENGINE_COMMANDS = (("run", _add_run), ("plan", _add_plan), ("status", _add_status),
+                   ("config", _add_config), ("verify", _add_verify),
+                   ("generate", cli_generate.add_commands))
 
 
 def main(argv: list[str] | None = None, extra_commands: Sequence[CommandGroup] = ()) -> int:
     args = build_parser(extra_commands).parse_args(argv)
-    for group in (REPORT_COMMANDS, GENERATE_COMMANDS, *extra_commands):
-        if (exit_code := group.dispatch(args)) is not None:
-            return exit_code
     try:
+        for dispatch in (cli_generate.dispatch, *(group.dispatch for group in extra_commands)):
+            if (exit_code := dispatch(args)) is not None:
+                return exit_code
         if args.command == "status":
             return _status(args)
         if args.command == "config":
@@ -124,12 +138,10 @@ def main(argv: list[str] | None = None, extra_commands: Sequence[CommandGroup] =
             from pipeline.verify import verify_run
 
             return verify_run(_run_location(args.run_dir), args.stage)
-        if args.command == "sweep":
-            return _sweep(args)
         cfg = load_config(args.config, args.override)
-        if args.command == "plan" and cfg.sweep is not None:
-            return _plan_sweep(args.config, args.override,
-                               Selection(only=tuple(args.only), from_stage=args.from_stage))
+        if args.command == "plan" and cfg.sweep is not None:  # `pretrain plan` passes it to sweep/cli.py
+            raise ConfigError(f"{args.config} has a sweep: section; `pretrain plan` plans sweeps "
+                              "(the engine's own commands plan one experiment)")
         selection = Selection(only=tuple(args.only), from_stage=args.from_stage,
                               force=tuple(args.force))
         if args.command == "plan":
@@ -193,39 +205,6 @@ def _is_list_value(override: str) -> bool:
         return isinstance(parse_override(override)[1], list)
     except ConfigError:
         return False
-
-
-def _sweep(args) -> int:
-    from pipeline.sweep import expand_sweep
-    from pipeline.sweep_run import run_sweep
-
-    if args.max_concurrent is not None and args.max_concurrent < 1:
-        raise ConfigError(f"--max-concurrent {args.max_concurrent}: give 1 or more")
-    selection = Selection(only=tuple(args.only), from_stage=args.from_stage)
-    if args.plan:
-        return _plan_sweep(args.config, args.override, selection)
-    return run_sweep(expand_sweep(args.config, args.override), selection=selection,
-                     max_concurrent=args.max_concurrent)
-
-
-def _plan_sweep(config: str, overrides: list[str], selection: Selection = Selection()) -> int:
-    from pipeline.sweep import expand_sweep
-    from pipeline.sweep_run import format_plan, plan_sweep
-
-    sweep = expand_sweep(config, overrides)
-    decisions, uses = plan_sweep(sweep, selection)
-    warnings = [line for p in sweep.points for line in plan_warnings(p.config, decisions[p.name])]
-    for line in dict.fromkeys(warnings):  # once, however many points share the data_dir
-        print(f"warning: {line}", file=sys.stderr)
-    print(f"sweep {sweep.name}: {len(sweep.points)} points under {sweep.where}, "
-          f"stage outputs shared in {sweep.location('store')}")
-    print(format_table(["point", "overrides"],
-                       [[p.name, ", ".join(f"{k}={v}" for k, v in p.overrides.items())] for p in sweep.points]))
-    print(format_table(["stage", "fingerprint", "read by", "decision"], format_plan(sweep, uses)))
-    outputs = len(uses)
-    print(f"{outputs} stage outputs for {len(sweep.points)} points "
-          f"({len(sweep.points) * len(STAGE_NAMES)} if each point ran alone)")
-    return 0
 
 
 def _run(cfg, selection: Selection, config_path: str, *, verify: bool = False,

@@ -9,7 +9,7 @@ goes down the Ctrl-C path instead, and `interrupted_exit_code()` is 143 (128 + S
 where Ctrl-C's is 130. `ray.init` installs Ray's handler again each time, so
 pipeline/ray_session.py calls `reinstall()` once Ray is up.
 
-A sweep runs each point as a child `pretrain run` (pipeline/sweep_children.py) and
+A sweep runs each point as a child `pretrain run` (sweep/children.py) and
 stops them itself on Ctrl-C or SIGTERM. When the driver is SIGKILLed (the OOM killer, a
 lost node) none of its code runs, so each child watches it: `exit_with_parent()` stops
 the child as SIGTERM would when its parent is gone, and kills it (and its process group)

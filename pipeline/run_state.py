@@ -166,7 +166,7 @@ def last_run_note(cfg) -> str:
 
 
 def state_of_source(source, index: dict, store) -> RunState:
-    """The state of a run already read for a report (`pipeline.run_source.load_run_source`:
+    """The state of a run already read for a report (`views.run_source.load_run_source`:
     its stage records say done / failed / incomplete / not run); only the unfinished
     stages' locks are probed."""
     selected = selected_stages(index)

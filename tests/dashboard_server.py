@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from pipeline.dashboard import Dashboard, make_server
+from views.dashboard import Dashboard, make_server
 
 
 @pytest.fixture

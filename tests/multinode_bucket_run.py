@@ -50,7 +50,7 @@ NEVER_ON_DRIVER = (".parquet", ".arrow", ".safetensors", ".npz", ".pt", ".bin")
 
 def cli(*args: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO_ROOT, env=env,
+    result = subprocess.run([sys.executable, "-m", "cluster.cli", *args], cwd=REPO_ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     print(result.stdout[-6000:], flush=True)
     if result.returncode != 0:

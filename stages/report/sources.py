@@ -2,7 +2,7 @@
 
 The report stage builds a `RunSource` from its StageContext (every upstream stage is
 finished there); `pretrain report` and `pretrain dashboard` build one from a run
-directory on disk (`pipeline.compare.load_run_source`), where stages may also be failed,
+directory on disk (`views.compare.load_run_source`), where stages may also be failed,
 half-done or not run yet. Everything downstream renders a RunSource and nothing else.
 """
 

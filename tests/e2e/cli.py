@@ -18,7 +18,7 @@ def cli_env() -> dict[str, str]:
 
 
 def cli_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "pipeline.cli", *args]
+    return [sys.executable, "-m", "cluster.cli", *args]
 
 
 def pretrain_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.compare import write_comparison
-from pipeline.run_source import load_run_source
+from views.compare import write_comparison
+from views.run_source import load_run_source
 from stages.report.run import write_report
 from tests.synthetic_run import write_run
 

@@ -19,9 +19,9 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from pipeline.dashboard import Dashboard, make_server
-from pipeline.runs_report import write_runs_report
 from storage.stage_lock import StageLock
+from views.dashboard import Dashboard, make_server
+from views.runs_report import write_runs_report
 from tests.e2e.test_report_browser import chromium, console_messages
 from tests.synthetic_run import write_run, write_sweep_point
 

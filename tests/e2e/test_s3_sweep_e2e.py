@@ -17,8 +17,8 @@ import shutil
 
 import pytest
 
-from pipeline.dashboard import Dashboard
 from storage.object_keys import filesystem
+from views.dashboard import Dashboard
 from tests.e2e.cli import REPO_ROOT, pretrain_cli
 from tests.e2e.conftest import CONFIG
 from tests.s3_server import make_bucket

@@ -26,8 +26,8 @@ import psutil
 import pytest
 
 from pipeline.fingerprint import compute_all
-from pipeline.sweep import expand_sweep
 from storage.artifact_store import open_store
+from sweep.expand import expand_sweep
 from tests.e2e.cli import REPO_ROOT, cli_command, cli_env, pretrain_cli
 from tests.e2e.conftest import CONFIG
 from tests.process_tree import kill_process_group

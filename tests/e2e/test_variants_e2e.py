@@ -104,7 +104,7 @@ GENERATE = {
 
 @pytest.mark.parametrize("config", list(GENERATE))
 def test_generate_from_each_variant(config, variant_runs, capsys):
-    from pipeline.cli import main
+    from cluster.cli import main
 
     store, _ = variant_runs
     args, key = GENERATE[config]

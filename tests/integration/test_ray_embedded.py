@@ -70,7 +70,7 @@ def env_for(ray_tmpdir: Path) -> dict[str, str]:
 
 def pretrain(args: tuple[str, ...], ray_tmpdir: Path, timeout: float = 240,
              **extra_env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO_ROOT,
+    return subprocess.run([sys.executable, "-m", "cluster.cli", *args], cwd=REPO_ROOT,
                           env={**env_for(ray_tmpdir), **extra_env}, capture_output=True, text=True,
                           timeout=timeout)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import pipeline.runner as runner
-from pipeline.cli import main
+from cluster.cli import main
 from pipeline.config import load_config
 from pipeline.planner import Selection, plan
 from pipeline.runner import run_pipeline

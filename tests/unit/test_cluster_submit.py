@@ -114,7 +114,7 @@ def test_an_axis_override_submits_a_sweep_whose_points_join_the_jobs_cluster(tmp
     job = prepare(Submission(CONFIG, "http://127.0.0.1:8265", [f"workdir={tmp_path}/sweep", axis],
                              max_concurrent=3), environ={"WANDB_API_KEY": "s3cr3t"})
     argv = shlex.split(job.entrypoint)
-    assert argv[:5] == ["python", "-m", "pipeline.cli", "sweep", CONFIG]
+    assert argv[:5] == ["python", "-m", "cluster.cli", "sweep", CONFIG]
     assert entrypoint_overrides(argv) == [f"workdir={tmp_path}/sweep", axis, f"workdir={tmp_path}/sweep",
                                           "ray.address=auto", f"data_dir={tmp_path}"]
     assert argv[-2:] == ["--max-concurrent", "3"]
@@ -137,7 +137,7 @@ def test_a_sweep_section_is_submitted_as_a_sweep_and_switched_off_as_one_run(tmp
     config = str(tmp_path / "configs" / "grid.yaml")
     job = prepare(Submission(config, "http://127.0.0.1:8265", [f"workdir={tmp_path}/w"]), environ={})
     argv = shlex.split(job.entrypoint)
-    assert argv[:5] == ["python", "-m", "pipeline.cli", "sweep", "configs/grid.yaml"]
+    assert argv[:5] == ["python", "-m", "cluster.cli", "sweep", "configs/grid.yaml"]
     assert "--max-concurrent" not in argv
     assert job.num_points == 6 and job.metadata["points"] == "6"
 

@@ -10,7 +10,7 @@ import pytest
 
 from cluster.errors import ClusterError
 from cluster.submit import PROJECT_ROOT, Submission, prepare
-from pipeline.cli import main
+from cluster.cli import main
 from pipeline.config import ConfigError, load_config
 
 CONFIG = str(PROJECT_ROOT / "configs/gpt-tiny.yaml")

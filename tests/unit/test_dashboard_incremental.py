@@ -10,11 +10,11 @@ import urllib.request
 
 import pytest
 
-from pipeline.dashboard_data import table_report
-from pipeline.run_source import load_run_source
+from views.dashboard_data import table_report
+from views.run_source import load_run_source
 from stages.report.content import build_report
-from stages.report.run_series import KEEP, RunSeries
-from stages.report.run_sweep import swept_keys
+from views.run_series import KEEP, RunSeries
+from views.run_sweep import swept_keys
 from tests.dashboard_server import get, serve  # noqa: F401 - serve is a fixture
 from tests.synthetic_run import write_run, write_sweep_point
 

@@ -230,7 +230,7 @@ def test_plan_and_status_do_not_import_torch_or_ray(config_file):
     stages = FakeStages()
     run(config_file, stages)
     code = (
-        "import sys\nfrom pipeline.cli import main\n"
+        "import sys\nfrom cluster.cli import main\n"
         f"assert main(['plan', {str(config_file)!r}]) == 0\n"
         f"assert main(['status', {str(config_file.parent / 'work')!r}]) == 0\n"
         "heavy = {'torch', 'ray', 'deepspeed', 'tokenizers', 'pyarrow'} & set(sys.modules)\n"
@@ -242,6 +242,6 @@ def test_plan_and_status_do_not_import_torch_or_ray(config_file):
 
 
 def test_status_of_a_directory_that_is_not_a_run(tmp_path):
-    from pipeline.cli import main
+    from cluster.cli import main
 
     assert main(["status", str(tmp_path)]) == 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.cli import main
+from cluster.cli import main
 from pipeline.config import load_config
 from pipeline.fingerprint import compute_all
 from pipeline.planner import Selection, plan

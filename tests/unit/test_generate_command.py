@@ -16,7 +16,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
-from pipeline.cli import main
+from cluster.cli import main
 from stages.models import load_pretrained, save_pretrained
 from stages.models.generation import generate, generate_seq2seq
 from tests.pretrained_dirs import write_pretrained
@@ -266,7 +266,7 @@ def test_a_classifier_task_does_not_generate(tmp_path, capsys):
 
 
 def test_the_command_checks_the_run_before_importing_torch(tmp_path):
-    code = ("import sys\nfrom pipeline.cli import main\n"
+    code = ("import sys\nfrom cluster.cli import main\n"
             f"assert main(['generate', {str(tmp_path)!r}, '--prompt', 'x']) == 2\n"
             "assert 'torch' not in sys.modules, 'torch imported'\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

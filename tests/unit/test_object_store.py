@@ -42,7 +42,7 @@ def put_object(url: str, data: bytes) -> None:
 
 
 def test_a_changed_object_is_found_by_size_and_by_sha256_and_by_verify(bucket, capsys):
-    from pipeline.cli import main
+    from cluster.cli import main
     from pipeline.verify import verify_run
 
     url = f"{bucket}/runs/v"

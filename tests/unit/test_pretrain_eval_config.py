@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from cluster.cli import main
 from pipeline.config import ConfigError, load_config
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.inputs import input_files

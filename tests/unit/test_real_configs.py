@@ -182,7 +182,7 @@ def test_real_width_trains_two_steps_through_deepspeed_on_cpu(name, smoke_result
 def test_planning_a_preset_config_imports_no_torch(name, tmp_path):
     # `pretrain plan` must start fast: the preset table is plain data (stages/models/<family>/config.py).
     code = (
-        "import sys\nfrom pipeline.cli import main\n"
+        "import sys\nfrom cluster.cli import main\n"
         f"assert main(['plan', {str(REPO_ROOT / 'configs' / f'{name}.yaml')!r}, "
         f"'-o', 'workdir={tmp_path / 'work'}']) == 0\n"
         "heavy = {'torch', 'ray', 'deepspeed'} & set(sys.modules)\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from pipeline.context import StageContext
-from pipeline.run_source import load_run_source
+from views.run_source import load_run_source
 from stages.report.content import build_report
 from stages.report.curves import finetune_series, panels, pretrain_series
 from stages.report.html_report import render_html

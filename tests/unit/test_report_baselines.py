@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.compare import write_comparison
-from pipeline.run_source import load_run_source
+from views.compare import write_comparison
+from views.run_source import load_run_source
 from pipeline.status import key_metrics
 from stages.report.content import build_report
 from stages.report.run import write_report

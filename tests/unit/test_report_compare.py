@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import re
 
-from pipeline.cli import main
-from pipeline.compare import default_output_dir
-from pipeline.run_source import load_run_source
-from stages.report.comparison import build_comparison, config_differences, overlaid_panels
+from cluster.cli import main
+from views.compare import default_output_dir
+from views.run_source import load_run_source
+from views.comparison import build_comparison, config_differences, overlaid_panels
 from tests.synthetic_run import write_run
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.run_source import load_run_source
-from stages.report.comparison import build_comparison, intervals_differ
-from stages.report.comparison_render import comparison_html, comparison_markdown
+from views.run_source import load_run_source
+from views.comparison import build_comparison, intervals_differ
+from views.comparison_render import comparison_html, comparison_markdown
 from tests.synthetic_run import write_run
 
 

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from pipeline.cli import main
+from cluster.cli import main
 from pipeline.config import ConfigError
-from pipeline.dashboard import Dashboard
+from views.dashboard import Dashboard
 from tests.dashboard_server import get, serve  # noqa: F401 - serve is a fixture
 from tests.synthetic_run import write_run
 from tests.unit.test_run_state import hold_lock

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.compare import write_comparison
-from pipeline.run_source import load_run_source
+from views.compare import write_comparison
+from views.run_source import load_run_source
 from pipeline.status import key_metrics, render
 from stages.evaluate.metrics import Score
 from stages.evaluate.run import clears_baseline

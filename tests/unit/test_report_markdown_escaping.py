@@ -5,9 +5,9 @@ same values (tests/unit/test_report.py)."""
 
 from __future__ import annotations
 
-from pipeline.run_source import load_run_source
-from stages.report.comparison import build_comparison
-from stages.report.comparison_render import comparison_markdown
+from views.run_source import load_run_source
+from views.comparison import build_comparison
+from views.comparison_render import comparison_markdown
 from stages.report.content import build_report
 from stages.report.markdown import render_markdown
 from tests.synthetic_run import write_run

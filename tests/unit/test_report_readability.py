@@ -11,7 +11,7 @@ import struct
 import subprocess
 from pathlib import Path
 
-from pipeline.run_source import load_run_source
+from views.run_source import load_run_source
 from pipeline.version import SOURCE_ROOT, git_commit
 from stages.report.content import build_report
 from stages.report.curves import panels

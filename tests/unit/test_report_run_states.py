@@ -1,12 +1,12 @@
 """The report and the dashboard read a run's state as `status` does (pipeline.run_state
-through pipeline.run_source): a finished `--only` run is not "in progress" (the dashboard
+through views.run_source): a finished `--only` run is not "in progress" (the dashboard
 would poll it at the live rate forever) and its left-out stages are "not selected", not
 "has not started"; a stage without a manifest is running while a driver holds its lock,
 else interrupted."""
 
 from __future__ import annotations
 
-from pipeline.run_source import load_run_source
+from views.run_source import load_run_source
 from stages.report.content import problems
 from tests.synthetic_run import write_run
 from tests.unit.test_run_state import DATA_STAGES, hold_lock, stage_dir

@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-import stages.report.scaling as scaling
-from pipeline.cli import main
-from pipeline.run_source import load_run_source
-from pipeline.runs_report import render_runs, write_runs_report
-from stages.report.run_table import build_run_table
-from stages.report.run_table_render import format_duration, run_table_html, run_table_markdown
+import views.scaling as scaling
+from cluster.cli import main
 from storage.stage_lock import StageLock
+from views.run_source import load_run_source
+from views.run_table import build_run_table
+from views.run_table_render import format_duration, run_table_html, run_table_markdown
+from views.runs_report import render_runs, write_runs_report
 from tests.synthetic_run import write_run, write_sweep_point
 
 
@@ -215,6 +215,6 @@ def test_the_scaling_section_goes_below_the_table_and_its_failure_is_shown(tmp_p
     assert "scaling plots could not be drawn: ValueError: no &lt;fit&gt;" in html
     assert "| a |" in markdown and "scaling plots could not be drawn" in markdown
 
-    monkeypatch.setitem(sys.modules, "stages.report.scaling", None)  # the module is not there
+    monkeypatch.setitem(sys.modules, "views.scaling", None)  # the module is not there
     html, markdown, table = render_runs(tmp_path)
     assert table["scaling_html"] == "" and "Scaling" not in markdown

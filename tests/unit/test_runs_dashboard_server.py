@@ -45,8 +45,8 @@ def test_runs_json_is_not_served_for_run_dirs(tmp_path, serve):
 
 
 def test_the_scaling_plots_are_drawn_again_only_when_a_run_changes(tmp_path, monkeypatch):
-    import pipeline.runs_report as runs_report
-    from pipeline.run_source import load_run_source
+    import views.runs_report as runs_report
+    from views.run_source import load_run_source
 
     drawn = []
     monkeypatch.setattr(runs_report, "scaling_parts", lambda sources: (drawn.append(1), ("<p>fit</p>", ""))[1])

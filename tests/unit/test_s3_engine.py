@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from cluster.cli import main
 from pipeline.config import load_config
 from pipeline.graph import STAGE_NAMES
 from pipeline.planner import Selection, plan
@@ -135,8 +135,8 @@ def test_a_run_lands_in_the_bucket_and_a_machine_with_nothing_local_reuses_it(bu
 
     # report and dashboard read the run from the bucket too (what `pretrain report URL`
     # and `pretrain dashboard URL` load): every stage done, its files fetched to read.
-    from pipeline.compare import write_comparison
-    from pipeline.run_source import load_run_source
+    from views.compare import write_comparison
+    from views.run_source import load_run_source
 
     shutil.rmtree(tmp_path / "mirror")
     source = load_run_source(url)
@@ -176,7 +176,7 @@ DRIVER = """
 import functools, os, sys, time
 from pathlib import Path
 import pipeline.runner as runner
-from pipeline.cli import main
+from cluster.cli import main
 
 gates = Path(sys.argv[1])
 

@@ -1,4 +1,4 @@
-"""Power-law fits of loss against scale (stages/report/scaling_fit.py): exponents recovered
+"""Power-law fits of loss against scale (views/scaling_fit.py): exponents recovered
 from synthetic points with and without noise, the saturating form's floor, residuals,
 and clear errors for points that cannot be fitted."""
 
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from stages.report.scaling_fit import POWER_LAW, SATURATING, fit_power_law
+from views.scaling_fit import POWER_LAW, SATURATING, fit_power_law
 
 SIZES = np.logspace(5, 8, 6)  # 6 model sizes over 3 decades, as a small sweep would have
 

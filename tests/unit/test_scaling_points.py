@@ -1,4 +1,4 @@
-"""One scaling point per finished run (stages/report/scaling_points.py): parameters with
+"""One scaling point per finished run (views/scaling_points.py): parameters with
 and without embeddings, training tokens as the pretrain stage counts them, 6ND, and the
 downstream scores the report collects."""
 
@@ -8,7 +8,7 @@ import json
 
 from stages.models.gpt.config import GPTConfig
 from stages.models.gpt.model import GPT
-from stages.report.scaling_points import non_embedding_parameters, scaling_points, tokens_trained
+from views.scaling_points import non_embedding_parameters, scaling_points, tokens_trained
 from stages.report.sources import RunSource, StageRecord
 
 BATCH = {"micro_batch_size": 4, "gradient_accumulation_steps": 2, "num_workers": 2}  # 16 sequences a step

@@ -9,8 +9,8 @@ import re
 
 import numpy as np
 
-from pipeline.run_source import load_run_source
-from stages.report.scaling import scaling_section
+from views.run_source import load_run_source
+from views.scaling import scaling_section
 from tests.synthetic_run import write_run
 
 VOCAB, SEQ_LEN, LAYERS = 2048, 128, 2

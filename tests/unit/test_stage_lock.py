@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from cluster.cli import main
 from pipeline.config import load_config
 from pipeline.fingerprint import compute_all
 from pipeline.planner import plan

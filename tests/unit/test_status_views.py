@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from cluster.cli import main
 from pipeline.graph import STAGE_NAMES
 from tests.synthetic_run import write_run, write_sweep_point
 from tests.unit.test_engine import FakeStages, config_file, run  # noqa: F401  (fixture)

@@ -1,10 +1,10 @@
-"""What a sweep's console shows of each point's stage lines (pipeline/sweep_children.py):
+"""What a sweep's console shows of each point's stage lines (sweep/children.py):
 results and errors, not deselected stages or every point's progress lines, which would
 interleave into noise (they stay in the point's sweep.log)."""
 
 import pytest
 
-from pipeline.sweep_children import HIDDEN_STAGE_LINE, STAGE_LINE
+from sweep.children import HIDDEN_STAGE_LINE, STAGE_LINE
 
 
 @pytest.mark.parametrize("line", [

@@ -1,4 +1,4 @@
-"""A sweep's points from the YAML's `sweep:` section and `-o` axes (pipeline.sweep):
+"""A sweep's points from the YAML's `sweep:` section and `-o` axes (sweep.expand):
 their order, names, values and configs, and the errors that name the point (no Ray,
 no files read but the YAML)."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import ConfigError
-from pipeline.sweep import expand_sweep, point_names
+from sweep.expand import expand_sweep, point_names
 
 BASE = """\
 name: sw

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from cluster.cli import main
 from pipeline.config import ConfigError, load_config
 from pipeline.graph import STAGE_NAMES
 from pipeline.planner import Decision, Selection
-from pipeline.run_source import load_run_source
+from views.run_source import load_run_source
 from pipeline.runner import run_pipeline
 from pipeline.status import stage_rows
-from pipeline.sweep import Sweep, SweepPoint, expand_sweep
-from pipeline.sweep_run import format_plan, run_sweep, stage_uses
+from sweep.expand import Sweep, SweepPoint, expand_sweep
+from sweep.run import format_plan, run_sweep, stage_uses
 from pipeline.verify import verify_run
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -246,8 +246,8 @@ def test_a_run_without_a_store_records_none(engine_config, tmp_path):
 # --- run_sweep without Ray -------------------------------------------------------------
 
 def test_run_sweep_of_finished_points_skips_them_all_without_ray_or_children(engine_config, tmp_path, monkeypatch):
-    import pipeline.sweep_children as sweep_children
-    import pipeline.sweep_run as sweep_run
+    import sweep.children as sweep_children
+    import sweep.run as sweep_run
 
     sweep = expand_sweep(engine_config(LR_AXIS))
     stages = FakeStages()

@@ -14,7 +14,7 @@ import warnings
 
 import pytest
 
-from pipeline.cli import main
+from cluster.cli import main
 from pipeline.worker_console import VERBOSE_ENV, WorkerConsole, quiet_ray_driver
 from stages.training.launch import without_known_noise, worker_env_vars
 from stages.training.native_ops import exclusive_build

@@ -25,11 +25,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.report.comparison import run_labels
-from stages.report.curves import read_records
-from stages.report.evaluation import KEY_METRICS, read_evaluation, snapshot_axis
-from stages.report.scores import finetune_scores, glue_average, group_by_task
-from stages.report.sources import RunSource, StageRecord
+from stages.report import (KEY_METRICS, RunSource, StageRecord, finetune_scores,
+    glue_average, group_by_task, read_evaluation, read_records, snapshot_axis)
+from views.comparison import run_labels
 
 FLOPS_PER_PARAMETER_TOKEN = 6  # C = 6 N D
 TOKEN_OBJECTIVES = ("clm", "mlm")  # tokens per sequence = dataset.seq_len (span adds the targets)

@@ -4,7 +4,7 @@ A poll (POST /runs.json) carries the table's tag from the last answer and, for e
 whose curves are shown, the epoch and cursor of the points it holds and the metrics it
 draws. The answer holds the table only when it changed (the running runs' wall time is
 left out of the tag: the page extrapolates it) and, per run, only the points logged after
-the cursor (`stages.report.run_series`). Config values every run shares are sent once
+the cursor (`views.run_series`). Config values every run shares are sent once
 ("config_common"), not once per row.
 
 Per run, the report the scores come from is built again only when a stage changes (it
@@ -21,13 +21,18 @@ from typing import Any
 
 from pipeline.config import ConfigError
 from pipeline.run_discovery import find_run_dirs
-from pipeline.runs_report import runs_table
-from stages.report.evaluation import read_evaluation
-from stages.report.run_series import RunSeries, samples_per_step
-from stages.report.run_table import pretrain_config
-from stages.report.scores import finetune_scores, glue_average, group_by_task, score_contexts
-from stages.report.sources import RunSource
+from stages.report import (
+    RunSource,
+    finetune_scores,
+    glue_average,
+    group_by_task,
+    read_evaluation,
+    score_contexts,
+)
 from storage.urls import is_url
+from views.run_series import RunSeries, samples_per_step
+from views.run_table import pretrain_config
+from views.runs_report import runs_table
 
 EMPTY_ROOT_NOTE = "no run under {root} yet; this page shows each one as it starts"
 

@@ -17,13 +17,13 @@ from typing import Any, Callable
 
 from pipeline.config import ConfigError
 from pipeline.run_discovery import find_run_dirs
-from pipeline.run_source import load_run_source
 from pipeline.run_state import state_of_source
 from pipeline.runner import load_run_index, run_store
-from stages.report.run_table import build_run_table
-from stages.report.run_table_render import run_table_html, run_table_markdown, scaling_parts
-from stages.report.sources import RunSource
+from stages.report import RunSource
 from storage.urls import is_url
+from views.run_source import load_run_source
+from views.run_table import build_run_table
+from views.run_table_render import run_table_html, run_table_markdown, scaling_parts
 
 HTML_FILE = "sweep.html"
 MARKDOWN_FILE = "sweep.md"

@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stages.report.sources import RunSource
-
-SWEEP_INDEX = "sweep.json"  # pipeline.run_discovery's name: stages cannot import the engine
+from pipeline.run_discovery import SWEEP_INDEX
+from stages.report import RunSource
 
 
 def swept_keys(sources: list[RunSource]) -> list[str]:

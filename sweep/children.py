@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pipeline.graph import STAGE_NAMES
 from pipeline.interrupts import PARENT_ENV
-from pipeline.sweep import Sweep, SweepPoint
+from sweep.expand import Sweep, SweepPoint
 
 SHARED_LOG = "shared-stages.log"
 POINT_LOG = "sweep.log"
@@ -47,7 +47,7 @@ class PointRunner:
 
     def __init__(self, sweep: Sweep, index, python: str, ray_address: str | None, echo,
                  selection_args: list[str] = ()):
-        """`index`: the sweep's SweepIndex (pipeline/sweep_run.py), told each point's state."""
+        """`index`: the sweep's SweepIndex (sweep/run.py), told each point's state."""
         self.sweep, self.index, self.python = sweep, index, python
         self.ray_address, self.echo = ray_address, echo
         self.selection_args = list(selection_args)

@@ -7,10 +7,10 @@ reload, the scroll position stays.
 
 A ROOT that is not a run but holds runs (a sweep's root, a folder of experiments; also
 one that holds none yet, or that its parent will hold: a sweep about to start) shows
-every run under it in one table (`pipeline.runs_report`). The page at / polls POST
+every run under it in one table (`views.runs_report`). The page at / polls POST
 /runs.json and redraws in place, keeping its sort, filter and selection; the answer
 holds the table only when it changed and only the curve points logged since the last
-poll (`pipeline.dashboard_data`). GET /runs.json is the whole table (for scripts);
+poll (`views.dashboard_data`). GET /runs.json is the whole table (for scripts);
 /sweep.md is the same table as Markdown. Runs are found again on every request, so new
 sweep points appear. The root of a sweep in a bucket (s3://.../NAME, with its
 sweep.json) shows the points that sweep.json names, read from the bucket.
@@ -27,14 +27,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from pipeline.compare import render_comparison
 from pipeline.config import ConfigError
-from pipeline.dashboard_data import RunsData
 from pipeline.run_discovery import bucket_sweep_points, is_run_dir
-from pipeline.run_source import load_run_source
-from pipeline.runs_report import ScalingCache
-from stages.report.run_table_render import run_table_html, run_table_markdown, table_json
 from storage.urls import is_url
+from views.compare import render_comparison
+from views.dashboard_data import RunsData
+from views.run_source import load_run_source
+from views.run_table_render import run_table_html, run_table_markdown, table_json
+from views.runs_report import ScalingCache
 
 LIVE_REFRESH_S = 10      # while a stage is unfinished
 FINISHED_REFRESH_S = 60  # still asked: a finished run may be re-run with --force

@@ -15,9 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from stages.report.content import build_report
-from stages.report.curves import Series, finetune_series, panels, pretrain_series
-from stages.report.sources import RunSource
+from stages.report import RunSource, Series, build_report, finetune_series, panels, pretrain_series
 from stages.section import flatten
 
 # Keys that always differ between runs and say nothing about the experiment.

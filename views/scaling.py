@@ -1,11 +1,11 @@
 """The scaling section of a sweep's report: validation loss against parameters, tokens and
-training FLOPs with a fitted power law (`stages.report.scaling_fit`), downstream scores
+training FLOPs with a fitted power law (`views.scaling_fit`), downstream scores
 against compute, and every fit's inputs and residuals in the Markdown so that a reader
 can check the figure by hand.
 
     html, markdown = scaling_section(sources)    # ("", "") when no axis varies
 
-The points come from finished pretrain stages (`stages.report.scaling_points`). The
+The points come from finished pretrain stages (`views.scaling_points`). The
 parameter axis uses Kaplan et al.'s non-embedding count when every point has it (GPT-2
 models), else every parameter; training compute is C = 6 N D with that same N. The
 measured exponents are set beside the published ones without a verdict: a few small,
@@ -19,12 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stages.report.html_parts import escape, plot_figure, table
-from stages.report.markdown_text import md_text
-from stages.report.plots import log_log_plot_png
-from stages.report.scaling_fit import SATURATING, PowerLawFit, describe_formula, fit_power_law
-from stages.report.scaling_points import ScalingPoint, scaling_points
-from stages.report.sources import RunSource
+from stages.report import RunSource, escape, log_log_plot_png, md_text, plot_figure, table
+from views.scaling_fit import SATURATING, PowerLawFit, describe_formula, fit_power_law
+from views.scaling_points import ScalingPoint, scaling_points
 
 __all__ = ["scaling_section", "scaling_points", "ScalingPoint"]
 

@@ -19,7 +19,7 @@ cached) and re-runs the others, whose stages resume from their checkpoints.
 
 Stopping: Ctrl-C or SIGTERM to the driver stops the running children as Ctrl-C stops a
 `pretrain run` and exits 130 or 143; a driver killed outright (SIGKILL) cannot stop
-anything, and each child stops by itself (pipeline/sweep_children.py says how).
+anything, and each child stops by itself (sweep/children.py says how).
 
 With an object-store root (workdir: s3://...), the points and the store are URLs under
 it; sweep.json, the logs and the summary are written in this machine's mirror of the
@@ -39,13 +39,13 @@ from pathlib import Path
 
 from pipeline.config import ConfigError
 from pipeline.fingerprint import HASH_CACHE, fingerprint_of, stage_identity
-from pipeline.graph import STAGE_NAMES, STAGES
+from pipeline.graph import STAGES, STAGE_NAMES
 from pipeline.input_files import InputHasher
 from pipeline.interrupts import interrupted_exit_code, sigterm_as_ctrl_c
 from pipeline.planner import Decision, Selection, plan
 from storage.local_store import read_json_object, write_json_atomic
-from pipeline.sweep import SWEEP_INDEX, Sweep, SweepPoint
-from pipeline.sweep_children import POINT_LOG, SHARED_LOG, PointRunner
+from sweep.children import POINT_LOG, PointRunner, SHARED_LOG
+from sweep.expand import SWEEP_INDEX, Sweep, SweepPoint
 
 
 
@@ -258,7 +258,7 @@ def _selection_args(selection: Selection) -> list[str]:
 
 
 def _write_reports(sweep: Sweep, echo) -> None:
-    from pipeline.runs_report import write_runs_report  # the report code, loaded only at the end
+    from views.runs_report import write_runs_report  # the report code, loaded only at the end
 
     try:
         # An object-store sweep's points are URLs: named, since no folder listing finds them.

@@ -37,14 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from pipeline.config import ConfigError, ExperimentConfig, load_config, parse_override
+from pipeline.run_discovery import SWEEP_INDEX, SWEEP_STORE
 from storage.urls import join
 from pipeline.sweep_config import RESERVED_KEYS, SweepConfig
 from stages.section import flatten
 
-STORE_DIR = "store"
-SWEEP_INDEX = "sweep.json"
 # A point's folder name: readable in a table, far below the 255 bytes a file name may have.
 MAX_NAME_CHARS = 80
 # One value's part of a name; a longer one (a list of sources) is cut and hashed.
@@ -72,7 +70,7 @@ class Sweep:
 
     @property
     def store(self) -> Path:
-        return self.root / STORE_DIR
+        return self.root / SWEEP_STORE
 
     @property
     def where(self) -> str:
@@ -139,7 +137,7 @@ def expand_sweep(config_path: str | Path, overrides: list[str] | tuple[str, ...]
         axis_flags = [flag for key, value in values.items()
                       for flag in value_overrides(key, value, base_config)]
         cli = [*plain_overrides, *axis_flags, f"name={base.name}-{name}", f"workdir={sweep.location(name)}",
-               f"store={sweep.location(STORE_DIR)}", "sweep=", *_default_group(base, values)]
+               f"store={sweep.location(SWEEP_STORE)}", "sweep=", *_default_group(base, values)]
         config = _point_config(config_path, cli, values)
         resolved = config.model_dump(mode="json")
         experiment = json.dumps({k: v for k, v in resolved.items() if k not in POINT_KEYS}, sort_keys=True)

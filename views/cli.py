@@ -7,8 +7,9 @@
 
 ROOT is one folder that is not a run itself but holds runs (a sweep's root, runs/).
 
-`pipeline.cli` registers them with `add_commands` and hands parsed arguments to
-`dispatch`, which returns an exit code (None: not one of these commands). Exit codes
+`pipeline.cli` registers them with `add_commands` (listed before `generate`) and hands
+parsed arguments to `dispatch`, which returns an exit code (None: not one of these
+commands); the installed `pretrain` (cluster/cli.py) passes VIEW_COMMANDS to it. Exit codes
 follow `pretrain run`: 0 done, 2 a usage mistake (a RUN_DIR that is not a run, a port in use).
 """
 
@@ -17,6 +18,8 @@ from __future__ import annotations
 import argparse
 import sys
 from storage.urls import is_url
+
+from pipeline.cli import CommandGroup
 
 COMMANDS = ("report", "dashboard")
 
@@ -53,8 +56,11 @@ def dispatch(args: argparse.Namespace) -> int | None:
         return 2
 
 
+VIEW_COMMANDS = CommandGroup(add_commands=add_commands, dispatch=dispatch, before="generate")
+
+
 def _report(args) -> int:
-    from pipeline.compare import write_comparison
+    from views.compare import write_comparison
     from pipeline.run_discovery import bucket_sweep_points, is_runs_root
 
     if len(args.run_dirs) == 1 and is_url(args.run_dirs[0]):
@@ -62,7 +68,7 @@ def _report(args) -> int:
         if points is not None:  # a sweep's root in a bucket: its points, as sweep.json names them
             return _report_bucket_sweep(args.run_dirs[0], points, args.output)
     if is_runs_root(args.run_dirs):
-        from pipeline.runs_report import write_runs_report
+        from views.runs_report import write_runs_report
 
         html_path, markdown_path = write_runs_report(args.run_dirs[0], args.output)
         print(f"wrote {html_path} and {markdown_path}")
@@ -78,7 +84,7 @@ def _report_bucket_sweep(url: str, points: list[str], output: str | None) -> int
     from storage.mirror import mirror_dir
     from storage.object_keys import put_files
     from storage.urls import join
-    from pipeline.runs_report import write_runs_report
+    from views.runs_report import write_runs_report
 
     html_path, markdown_path = write_runs_report(url, output or mirror_dir(url), run_dirs=points)
     if output:
@@ -90,7 +96,7 @@ def _report_bucket_sweep(url: str, points: list[str], output: str | None) -> int
 
 
 def _dashboard(args) -> int:
-    from pipeline.dashboard import serve
+    from views.dashboard import serve
 
     try:
         return serve(args.run_dirs, args.host, args.port)

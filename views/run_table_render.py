@@ -1,10 +1,10 @@
-"""The table of every run under a root (`stages.report.run_table`) as a page and as Markdown.
+"""The table of every run under a root (`views.run_table`) as a page and as Markdown.
 
 The HTML page carries the table as JSON and draws it in the browser (sortable, filtered,
-runs selected for overlaid curves and a config diff; `stages.report.run_table_script`).
+runs selected for overlaid curves and a config diff; `views.page_assets`).
 Served by `pretrain dashboard ROOT` it polls /runs.json and redraws in place; written as
 sweep.html it holds the same data and never polls. Below the table: the scaling section
-(`stages.report.scaling`), when the runs vary in size.
+(`views.scaling`), when the runs vary in size.
 """
 
 from __future__ import annotations
@@ -13,14 +13,9 @@ import json
 import math
 from typing import Any
 
-from stages.report.content import format_time
-from stages.report.evaluation import EVALUATION_LEGEND
-from stages.report.html_parts import escape, format_value, page
-from stages.report.markdown_text import md_code, md_text
-from stages.report.numbers import format_duration
-from stages.report.run_table_script import SCRIPT, STYLE
-from stages.report.scores import BASELINE_LEGEND
-from stages.report.sources import RunSource
+from stages.report import (BASELINE_LEGEND, EVALUATION_LEGEND, RunSource, escape, format_duration,
+    format_time, format_value, md_code, md_text, page)
+from views.page_assets import SCRIPT, STYLE
 
 DATA_URL = "runs.json"
 
@@ -29,9 +24,9 @@ def scaling_parts(sources: list[RunSource]) -> tuple[str, str]:
     """(html, markdown) of the scaling plots; ("", "") when the runs do not vary in size.
     A failure shows in the page instead of hiding the table above it."""
     try:
-        from stages.report.scaling import scaling_section
+        from views.scaling import scaling_section
     except ModuleNotFoundError as error:
-        if error.name != "stages.report.scaling":
+        if error.name != "views.scaling":
             raise
         return "", ""
     try:

@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from stages.report.curves import METRICS_FILE
+from stages.report import METRICS_FILE
 
 KEEP = 500             # points a metric keeps at least (a 600-pixel plot needs no more)
 NOT_METRICS = ("step", "time", "epoch", "task")

@@ -4,7 +4,7 @@ and its scores, each with the baseline the report code knows for it.
 
 The model is plain JSON-ready data: the dashboard serves it as /runs.json and the page
 renders it in the browser; sweep.md renders the same rows as Markdown. Scores, deltas
-and baselines come from the comparison (`stages.report.comparison.metric_rows`), never
+and baselines come from the comparison (`views.comparison.metric_rows`), never
 recomputed here.
 """
 
@@ -16,12 +16,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from stages.report.comparison import IGNORED_CONFIG_KEYS, config_differences, flatten, metric_rows, run_labels
-from stages.report.content import build_report
-from stages.report.evaluation import verdict_label
-from stages.report.run_series import read_run_series, samples_per_step
-from stages.report.run_sweep import swept_keys
-from stages.report.sources import RUN_INDEX, RunSource
+from pipeline.store import RUN_INDEX
+from stages.report import RunSource, build_report, verdict_label
+from views.comparison import IGNORED_CONFIG_KEYS, config_differences, flatten, metric_rows, run_labels
+from views.run_series import read_run_series, samples_per_step
+from views.run_sweep import swept_keys
 
 FIXED_COLUMNS = (
     {"key": "run", "name": "run", "title": "run", "group": "run", "numeric": False},
@@ -45,7 +44,7 @@ def build_run_table(sources: list[RunSource], *, root: Path | None = None,
     share, else None)}]; rows: [{run_dir,
     values: {column key: value}, contexts: {column key: {baseline, verdict, label}},
     stages: {stage: state}, error, config: {dotted key: value}, series: every logged
-    metric (`stages.report.run_series`; None when not `with_series`: the dashboard sends
+    metric (`views.run_series`; None when not `with_series`: the dashboard sends
     them incrementally)}]; swept_keys: the config keys a sweep's points override.
     values["state"]: done | running | interrupted | failed | never run; rows also carry
     not_selected: the unfinished stages the run did not select (--only / --from).

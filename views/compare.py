@@ -9,8 +9,8 @@ import json
 import re
 from pathlib import Path
 
-from pipeline.run_source import load_run_source
-from stages.report.sources import RunSource
+from stages.report import RunSource
+from views.run_source import load_run_source
 
 DEFAULT_PARENT = Path("reports")
 
@@ -33,15 +33,15 @@ def render_comparison(sources: list[RunSource], *, refresh_seconds: int | None =
                       ) -> tuple[str, str, dict]:
     """(html, markdown, data). One source renders as that run's own report."""
     if len(sources) == 1:
-        from stages.report.content import build_report
-        from stages.report.html_report import render_html
-        from stages.report.markdown import render_markdown
+        from stages.report import build_report
+        from stages.report import render_html
+        from stages.report import render_markdown
 
         report = build_report(sources[0])
         return (render_html(report, sources[0], refresh_seconds=refresh_seconds),
                 render_markdown(report), report)
-    from stages.report.comparison import build_comparison
-    from stages.report.comparison_render import comparison_html, comparison_markdown
+    from views.comparison import build_comparison
+    from views.comparison_render import comparison_html, comparison_markdown
 
     data = build_comparison(sources)
     return (comparison_html(data, sources, refresh_seconds=refresh_seconds),
@@ -49,7 +49,7 @@ def render_comparison(sources: list[RunSource], *, refresh_seconds: int | None =
 
 
 def default_output_dir(sources: list[RunSource]) -> Path:
-    from stages.report.comparison import run_labels
+    from views.comparison import run_labels
 
     names = "-".join(re.sub(r"[^A-Za-z0-9_.-]+", "_", label) for label in run_labels(sources))
     return DEFAULT_PARENT / f"compare-{names}"

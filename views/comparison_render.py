@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from stages.report.comparison import overlaid_panels
-from stages.report.content import format_time
-from stages.report.evaluation import verdict_label
-from stages.report.html_parts import Raw, escape, format_value, page, plot_figure, table
-from stages.report.markdown_text import md_code, md_text
-from stages.report.plots import line_plot_png
-from stages.report.sources import RunSource
+from stages.report import (Raw, RunSource, escape, format_time, format_value, line_plot_png,
+    md_code, md_text, page, plot_figure, table, verdict_label)
+from views.comparison import overlaid_panels
 
 
 def comparison_html(comparison: dict[str, Any], sources: list[RunSource], *,
