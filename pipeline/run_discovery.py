@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from pipeline.config import ConfigError
-from pipeline.store import RUN_INDEX
+from storage.local_store import RUN_INDEX
 
 MAX_DEPTH = 4
 SWEEP_INDEX = "sweep.json"  # a sweep's root: its points are the folders beside `store/`

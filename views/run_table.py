@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from pipeline.store import RUN_INDEX
+from storage.local_store import RUN_INDEX
 from stages.report import RunSource, build_report, verdict_label
 from views.comparison import IGNORED_CONFIG_KEYS, config_differences, flatten, metric_rows, run_labels
 from views.run_series import read_run_series, samples_per_step

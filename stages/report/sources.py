@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-RUN_INDEX = "pipeline.json"  # written by the engine when a run starts (its `updated` time)
+from storage.local_store import RUN_INDEX  # written by the engine when a run starts (its `updated` time)
 
 
 @dataclass
