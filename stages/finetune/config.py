@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from stages.finetune.tasks.registry import get_task, register_task_spec, task_names
+from stages.finetune.tasks import get_task, register_task_spec, task_names
 from stages.section import Section
 
 
@@ -32,7 +32,7 @@ class FinetuneConfig(Section):
     task_specs: list[str] = Field(
         default_factory=list,
         description="sequence-to-sequence task spec YAMLs of your own (source and target files, prefix, lengths, "
-        "metrics; keys in stages/finetune/tasks/seq2seq_spec.py), paths relative to the working directory; list each "
+        "metrics; keys in stages/finetune/seq2seq/spec.py), paths relative to the working directory; list each "
         "one's `name` in tasks")
     tasks: list[str] = Field(
         default_factory=lambda: ["sst2"],
@@ -216,7 +216,7 @@ class FinetuneConfig(Section):
         a ValueError names the ones it cannot (the experiment's validator calls this)."""
         if family != "bert" or self.init_from is not None:  # an init_from BERT is checked below
             return
-        from stages.finetune.tasks.seq2seq_spec import BERT_REFUSAL, Seq2SeqSpec
+        from stages.finetune.seq2seq.spec import BERT_REFUSAL, Seq2SeqSpec
 
         generative = [name for name in self.tasks if isinstance(get_task(name), Seq2SeqSpec)]
         if generative:
@@ -243,7 +243,7 @@ class FinetuneConfig(Section):
             raise ValueError("[init] random starts from fresh weights, but init_from names weights to start from: "
                              "remove one of them")
         if self.init_from is not None:  # a Hugging Face BERT folder
-            from stages.finetune.tasks.seq2seq_spec import BERT_REFUSAL, Seq2SeqSpec
+            from stages.finetune.seq2seq.spec import BERT_REFUSAL, Seq2SeqSpec
 
             generative = [name for name in self.tasks if isinstance(get_task(name), Seq2SeqSpec)]
             if generative:

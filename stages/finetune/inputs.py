@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from stages.file_tree import local_tree
-from stages.finetune.tasks.registry import get_task
+from stages.finetune.tasks import get_task
 
 INIT_FROM = "finetune.init_from"
 

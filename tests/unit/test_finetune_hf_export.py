@@ -22,11 +22,11 @@ import torch
 from stages.finetune.config import FinetuneConfig
 from stages.finetune.encode import encode_texts, load_task_tokenizer
 from stages.finetune.families.registry import family_for
+from stages.finetune.glue.text_to_text import encode_text_to_text
+from stages.finetune.glue.text_to_text import source_texts
 from stages.finetune.hf_export import HF_DIR, HF_EXPORT_KEY, export_task_hf
 from stages.finetune.saved_model import save_finetuned
 from stages.finetune.tasks import get_task
-from stages.finetune.text_to_text import encode_text_to_text
-from stages.finetune.text_to_text.glue import source_texts
 from stages.finetune.text_to_text.pairs import generated_texts
 from stages.models import BertForPreTraining, build_model
 from tests.perturb import perturb_

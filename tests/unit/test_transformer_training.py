@@ -13,10 +13,11 @@ import torch
 from stages.evaluate.requests import GenerationRequest, LoglikelihoodRequest
 from stages.evaluate.scorers import T5Scorer, load_scorer
 from stages.finetune.families.registry import family_for
+from stages.finetune.glue.text_to_text import MAX_TARGET_LEN
 from stages.finetune.model_source import load_backbone, resolve_model_source
 from stages.finetune.saved_model import load_finetuned, save_finetuned
 from stages.finetune.tasks import get_task
-from stages.finetune.text_to_text import MAX_TARGET_LEN, TextToTextModel
+from stages.finetune.text_to_text.model import TextToTextModel
 from stages.models import Transformer, build_model, save_pretrained
 from stages.models.generation import generate_seq2seq
 from tests.engine_subprocess import run_engine_script
