@@ -11,8 +11,8 @@ from pipeline.graph import STAGE_NAMES
 from pipeline.runner import load_run_index, run_store
 from pipeline.remote_store import open_store
 from pipeline.store import ArtifactStore
-from pipeline.yaml_lines import parse_yaml
 from stages.report.sources import RunSource, StageRecord
+from stages.yaml_lines import parse_yaml
 
 
 SMALL_FILE_BYTES = 16 << 20  # what a report reads of an object-store run: metrics, plots, HTML

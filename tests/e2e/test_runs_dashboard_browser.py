@@ -23,7 +23,7 @@ from pipeline.dashboard import Dashboard, make_server
 from pipeline.runs_report import write_runs_report
 from pipeline.stage_lock import StageLock
 from tests.e2e.test_report_browser import chromium, console_messages
-from tests.synthetic_run import write_run, write_sweep_point
+from tests.support.synthetic_run import write_run, write_sweep_point
 
 PROBE = """<script>
 window.addEventListener("load", async () => {

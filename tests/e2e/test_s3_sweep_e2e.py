@@ -21,7 +21,7 @@ from pipeline.dashboard import Dashboard
 from pipeline.object_store import filesystem
 from tests.e2e.cli import REPO_ROOT, pretrain_cli
 from tests.e2e.conftest import CONFIG
-from tests.s3_server import make_bucket
+from tests.support.s3_server import make_bucket
 
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 POINTS = ["vocab_size-512", "vocab_size-1024"]

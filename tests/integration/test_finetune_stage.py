@@ -35,9 +35,9 @@ from stages.finetune.tasks import get_task
 from stages.models import build_model, save_pretrained
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer
-from tests.finetune_pins import assert_pinned
-from tests.hf_export_checks import assert_classifier_matches, assert_reader_matches, assert_tagger_matches
-from tests.wandb_offline import offline_log
+from tests.support.finetune_pins import assert_pinned
+from tests.support.hf_export_checks import assert_classifier_matches, assert_reader_matches, assert_tagger_matches
+from tests.support.wandb_offline import offline_log
 
 pytestmark = pytest.mark.ray
 

@@ -34,8 +34,8 @@ from stages.finetune.worker import OUTPUTS_NAME
 from stages.models import build_model, save_pretrained
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer
-from tests.finetune_pins import assert_pinned
-from tests.hf_export_checks import assert_generator_matches
+from tests.support.finetune_pins import assert_pinned
+from tests.support.hf_export_checks import assert_generator_matches
 
 pytestmark = pytest.mark.ray
 

@@ -24,7 +24,7 @@ from stages.data.loader import ExampleLoader
 from stages.models import load_pretrained
 from stages.pretrain.run import run
 from stages.training.schedule import WarmupDecaySchedule
-from tests.counting_dataset import TINY_GPT, VOCAB_SIZE, logged_records, pretrain_context, write_stage_inputs
+from tests.support.counting_dataset import TINY_GPT, VOCAB_SIZE, logged_records, pretrain_context, write_stage_inputs
 
 pytestmark = pytest.mark.ray
 

@@ -25,9 +25,9 @@ from stages.models.hf_export import export_hf, import_hf
 from stages.models.presets import build_preset, preset_config
 from stages.pretrain.config import ModelConfig
 from stages.pretrain.objectives import MaskedLM
-from tests.engine_subprocess import run_engine_script
-from tests.perturb import perturb_
-from tests.pinned import import_pinned
+from tests.support.engine_subprocess import run_engine_script
+from tests.support.perturb import perturb_
+from tests.support.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
 transformers = import_pinned("transformers")
@@ -266,7 +266,7 @@ def test_masked_lm_objective_reports_mlm_and_sop_for_albert():
     assert model.nsp.weight.grad.abs().sum() > 0 and model.mlm_transform.weight.grad.abs().sum() > 0
 
 
-# A real DeepSpeed engine in a subprocess (see tests/engine_subprocess.py): ZeRO-2 shards
+# A real DeepSpeed engine in a subprocess (see tests/support/engine_subprocess.py): ZeRO-2 shards
 # the one shared layer's parameters once, and the gathered state dict names every layer.
 ENGINE_SCRIPT = r"""
 import json, torch
@@ -275,7 +275,7 @@ from stages.models import BertForPreTraining
 from stages.models.presets import preset_config
 from stages.pretrain.objectives import MaskedLM
 from stages.training.engine import full_fp32_state_dict
-from tests.engine_subprocess import train_steps
+from tests.support.engine_subprocess import train_steps
 
 dist.init_process_group("gloo", rank=0, world_size=1)
 torch.manual_seed(0)

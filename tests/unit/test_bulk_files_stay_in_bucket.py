@@ -15,7 +15,7 @@ from pipeline.runner import with_remote_files
 from pipeline.store import inventory
 from stages.staging.node_staging import NodeStaging
 from stages.staging.staged_call import StagedResult
-from tests.s3_server import make_bucket
+from tests.support.s3_server import make_bucket
 
 SHARD_BYTES = b"shard-bytes-" * 100
 DOCUMENTS = "ingest/fp0/documents/part-00000.parquet"

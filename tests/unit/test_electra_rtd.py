@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from stages.models.presets import build_preset
 from stages.pretrain.objectives import MaskedLM, ReplacedTokenDetection, build_objective
 from stages.pretrain.objectives.base import LOSS_SUM, NUM_CORRECT, NUM_PREDICTIONS
-from tests.engine_subprocess import run_engine_script
+from tests.support.engine_subprocess import run_engine_script
 
 MASK_ID, VOCAB, T = 3, 512, 16
 
@@ -173,7 +173,7 @@ def test_build_objective_trains_rtd_for_electra_only_and_without_a_sentence_task
     assert objective.flops_per_sample(model) == model.flops_per_token(T) * T
 
 
-# A real DeepSpeed engine in a subprocess (see tests/engine_subprocess.py): ZeRO-2 bf16 with
+# A real DeepSpeed engine in a subprocess (see tests/support/engine_subprocess.py): ZeRO-2 bf16 with
 # the embeddings shared by the two networks, and the gathered state dict reloading strictly.
 ENGINE_SCRIPT = r"""
 import json, torch
@@ -182,7 +182,7 @@ from stages.models import ElectraForPreTraining
 from stages.models.presets import preset_config
 from stages.pretrain.objectives import ReplacedTokenDetection
 from stages.training.engine import full_fp32_state_dict
-from tests.engine_subprocess import train_steps
+from tests.support.engine_subprocess import train_steps
 
 dist.init_process_group("gloo", rank=0, world_size=1)
 torch.manual_seed(0)

@@ -18,7 +18,7 @@ from stages.finetune.job import FinetuneJob
 from stages.finetune.seq2seq.spec import Seq2SeqSpec
 from stages.finetune.squad.spec import SquadSpec
 from stages.finetune.tasks import get_task, task_names
-from tests.engine_subprocess import run_engine_script
+from tests.support.engine_subprocess import run_engine_script
 
 KIND_FAMILY = {TaskSpec: "glue", SquadSpec: "squad", ConllSpec: "conll", Seq2SeqSpec: "seq2seq"}
 

@@ -23,9 +23,9 @@ from pipeline.object_store import ObjectKeys, PreconditionFailed, filesystem
 from pipeline.remote_store import ObjectArtifactStore, open_store
 from pipeline.stage_lock import StageLocked
 from pipeline.store import StageCommitConflict
-from tests.lease_race import race
-from tests.gcs_server import make_gcs_bucket
-from tests.stage_files import FILES, finished_stage
+from tests.support.lease_race import race
+from tests.support.gcs_server import make_gcs_bucket
+from tests.support.stage_files import FILES, finished_stage
 
 _names = itertools.count()
 

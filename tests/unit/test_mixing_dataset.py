@@ -19,7 +19,7 @@ from stages.dataset.config import DatasetConfig
 from stages.dataset.mixture import source_matches
 from stages.dataset.packing import is_validation
 from stages.ingest.sharding import document_shards
-from tests.mixture_dataset import HORROR, MIXTURE, ROMANCE, SEQ_LEN, build_mixture, build_upstream
+from tests.support.mixture_dataset import HORROR, MIXTURE, ROMANCE, SEQ_LEN, build_mixture, build_upstream
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from stages.mirror import mirror_dir
 from stages.staging.node_staging import NodeStaging
 from stages.staging.staged_call import StagedResult
 from stages.tracking import MetricsLog
-from tests.s3_server import make_bucket
+from tests.support.s3_server import make_bucket
 
 TOKENIZER = "tokenizer/fp0/tokenizer.json"
 

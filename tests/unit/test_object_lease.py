@@ -19,8 +19,8 @@ import pytest
 from pipeline.object_lease import ObjectLease, peek_lease
 from pipeline.object_store import ObjectKeys, filesystem, json_bytes
 from pipeline.stage_lock import StageLocked
-from tests.lease_race import race
-from tests.s3_server import make_bucket
+from tests.support.lease_race import race
+from tests.support.s3_server import make_bucket
 
 _keys = itertools.count()
 _bucket: list[str] = []  # the module's bucket name, set by the fs fixture

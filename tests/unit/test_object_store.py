@@ -13,8 +13,8 @@ import pytest
 from pipeline.object_store import filesystem
 from pipeline.remote_store import ObjectArtifactStore, open_store
 from pipeline.store import RUN_INDEX, StageCommitConflict, inventory
-from tests.s3_server import make_bucket
-from tests.stage_files import FILES, finished_stage
+from tests.support.s3_server import make_bucket
+from tests.support.stage_files import FILES, finished_stage
 
 
 

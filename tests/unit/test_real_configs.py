@@ -20,7 +20,7 @@ from pipeline.planner import plan
 from stages.models.build import padded_vocab_size
 from stages.preset_shapes import preset_shape
 from stages.pretrain.config import ModelConfig, PretrainConfig
-from tests.engine_subprocess import run_engine_script
+from tests.support.engine_subprocess import run_engine_script
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REAL_CONFIGS = ["gpt2-small", "bert-base", "t5-small"]

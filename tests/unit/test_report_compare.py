@@ -10,7 +10,7 @@ from pipeline.cli import main
 from pipeline.compare import default_output_dir
 from pipeline.run_source import load_run_source
 from stages.report.comparison import build_comparison, config_differences, overlaid_panels
-from tests.synthetic_run import write_run
+from tests.support.synthetic_run import write_run
 
 
 def two_runs(tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 from pipeline.run_source import load_run_source
 from stages.report.comparison import build_comparison, intervals_differ
 from stages.report.comparison_render import comparison_html, comparison_markdown
-from tests.synthetic_run import write_run
+from tests.support.synthetic_run import write_run
 
 
 def edit_json(path: Path, change) -> None:

@@ -12,8 +12,8 @@ import pytest
 from pipeline.cli import main
 from pipeline.config import ConfigError
 from pipeline.dashboard import Dashboard
-from tests.dashboard_server import get, serve  # noqa: F401 - serve is a fixture
-from tests.synthetic_run import write_run
+from tests.support.dashboard_server import get, serve  # noqa: F401 - serve is a fixture
+from tests.support.synthetic_run import write_run
 from tests.unit.test_run_state import hold_lock
 
 

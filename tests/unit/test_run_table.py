@@ -17,7 +17,7 @@ from pipeline.runs_report import render_runs, write_runs_report
 from pipeline.stage_lock import StageLock
 from stages.report.run_table import build_run_table
 from stages.report.run_table_render import format_duration, run_table_html, run_table_markdown
-from tests.synthetic_run import write_run, write_sweep_point
+from tests.support.synthetic_run import write_run, write_sweep_point
 
 
 HELD: list[StageLock] = []  # stage locks this test holds, as a live driver would

@@ -21,7 +21,7 @@ from stages.finetune.seq2seq.spec import Seq2SeqSpec, SplitFiles
 from stages.finetune.task_defaults import config_for_task
 from stages.finetune.task_family import TaskRequest
 from stages.text_metrics import read_lines
-from tests.seq2seq_models import MULTI30K, write_seq2seq_model
+from tests.support.seq2seq_models import MULTI30K, write_seq2seq_model
 
 KINDS = ("transformer", "t5", "gpt")
 
