@@ -39,8 +39,9 @@ class FinetuneConfig(Section):
         description="tasks to fine-tune on, one run each (several at once when the cluster "
         f"allows): {', '.join(task_names())} (GLUE under <data_dir>/glue_data/, SQuAD under "
         "<data_dir>/squad/, CoNLL-2003 under <data_dir>/conll2003/); a T5 model fine-tunes every task "
-        "as text to text (stages/finetune/text_to_text/: label words, STS-B scores like '3.8', SQuAD "
-        "answers, CoNLL-2003 entity lists like 'EU [ORG] ; German [MISC]'), its source cut at max_seq_len. "
+        "as text to text (each task's text_to_text.py under stages/finetune/: label words, STS-B scores "
+        "like '3.8', SQuAD answers, CoNLL-2003 entity lists like 'EU [ORG] ; German [MISC]'), its source "
+        "cut at max_seq_len. "
         "Sequence to sequence (T5, the original Transformer, GPT; not BERT): multi30k_en_de, multi30k_de_en "
         "(<data_dir>/mt/multi30k/), dialogsum (<data_dir>/summarization/dialogsum/) and the names of task_specs")
     source: Literal["files", "hub"] = Field(
