@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/dashboard_scale.py [--runs 200] [--steps 20000] [--selected 5]
 
 Writes a sweep root in a temp dir: --runs points, each a run directory as the engine lays
-it out (tests/synthetic_run.py: pipeline.json, config, finished ingest/tokenizer/dataset
+it out (tests/support/synthetic_run.py: pipeline.json, config, finished ingest/tokenizer/dataset
 stages) whose pretrain stage is still running: a metrics.jsonl of --steps records in the
 pretrain stage's own format (loss, clm_loss, clm_accuracy, tokens_per_s, samples_per_s,
 mfu, data_wait_s, data_wait_share, lr, grad_norm every step; val_loss, val_clm_loss,
@@ -35,8 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from views.dashboard import Dashboard, make_server  # noqa: E402
-from tests.synthetic_run import write_sweep_point  # noqa: E402
+from tests.support.synthetic_run import write_sweep_point
+from views.dashboard import Dashboard, make_server
 
 EVAL_EVERY = 500
 PANELS = ["loss", "val_loss"]

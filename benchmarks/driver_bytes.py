@@ -5,10 +5,10 @@ in the bucket (a git revision) and the code of this tree, side by side in one ru
     DATA_DIR=/work/shared/data .venv/bin/python benchmarks/driver_bytes.py --before d498a47
     .venv/bin/python benchmarks/driver_bytes.py --before d498a47 --out /tmp/driver_bytes.json
 
-Per side: a real S3 server on loopback (moto, tests/s3_server.py), a
+Per side: a real S3 server on loopback (moto, tests/support/s3_server.py), a
 `ray.cluster_utils.Cluster` with a head of no CPUs (where the driver runs) and two nodes
 of one CPU each with their own PRETRAIN_MIRROR (the cluster of
-tests/multinode_bucket_run.py), and `pretrain run configs/gpt-tiny.yaml` with the
+tests/support/multinode_bucket_run.py), and `pretrain run configs/gpt-tiny.yaml` with the
 workdir in the bucket, every stage. The side's source tree (a `git worktree` of the
 revision for "before") is what the driver and every Ray worker import.
 
@@ -122,7 +122,7 @@ def run_side(label: str, tree: Path, scratch: Path) -> dict:
     """One whole bucket run on a fresh cluster and server, importing `tree`."""
     from ray.cluster_utils import Cluster
 
-    from tests.s3_server import make_bucket, s3_server
+    from tests.support.s3_server import make_bucket, s3_server
 
     os.environ["PYTHONPATH"] = str(tree)  # the raylets' workers inherit it: they import `tree`
     driver_mirror = scratch / f"{label}-driver-mirror"

@@ -35,7 +35,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from benchmarks.evaluate_vs_lm_eval import ARCHITECTURE, TOKENIZER_BOOKS, piqa_docs  # noqa: E402
 from stages.evaluate.requests import LoglikelihoodRequest  # noqa: E402
 from tests.conftest import DATA_DIR  # noqa: E402
-from tests.pretrained_dirs import book_paragraphs, write_pretrained  # noqa: E402
+from tests.support.pretrained_dirs import book_paragraphs, write_pretrained  # noqa: E402
 
 
 def empty_context_requests(num_examples: int) -> list[LoglikelihoodRequest]:

@@ -35,7 +35,7 @@ import torch  # noqa: E402
 from stages.evaluate.requests import LoglikelihoodRequest, RollingRequest  # noqa: E402
 from stages.evaluate.scorers import load_scorer  # noqa: E402
 from tests.conftest import DATA_DIR  # noqa: E402
-from tests.pretrained_dirs import book_paragraphs, write_pretrained  # noqa: E402
+from tests.support.pretrained_dirs import book_paragraphs, write_pretrained  # noqa: E402
 
 ARCHITECTURE = {"num_layers": 4, "hidden_size": 256, "num_heads": 4}
 TOKENIZER_BOOKS = 8  # about 3 MB: enough text for all 8192 tokens

@@ -113,9 +113,9 @@ def finetune_config(task: str, settings: dict, model_path: str):
 def compare_task(task: str, settings: dict, *, model_path: str, args) -> dict:
     from finetune_transformers_trainer import train_with_transformers
 
-    from stages.finetune.families.base import TaskRequest
     from stages.finetune.families.registry import family_for
     from stages.finetune.model_source import resolve_model_source
+    from stages.finetune.task_family import TaskRequest
     from stages.finetune.tasks import get_task
 
     spec, cfg = get_task(task), finetune_config(task, settings, model_path)
@@ -181,9 +181,9 @@ def print_throughput(model_path: str, args) -> None:
     import torch
     import transformers
 
-    from stages.finetune.families.base import TaskRequest
     from stages.finetune.families.registry import family_for
     from stages.finetune.model_source import build_task_model, load_backbone, resolve_model_source
+    from stages.finetune.task_family import TaskRequest
     from stages.finetune.tasks import get_task
 
     torch.set_num_threads(args.threads)

@@ -6,7 +6,7 @@ model. No Ray: the check itself, as each rank calls it at every step boundary.
     .venv/bin/python benchmarks/preemption_check.py [--calls 2000]
 
 The seconds from a signal to the first new step after the restart come from the Ray
-cluster run, tests/preemption_pretrain.py (it prints them).
+cluster run, tests/support/preemption_pretrain.py (it prints them).
 """
 
 from __future__ import annotations

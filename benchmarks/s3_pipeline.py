@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/s3_pipeline.py --rounds 1 --out /tmp/s3_pipeline.json
     .venv/bin/python benchmarks/s3_pipeline.py --two-nodes      # both sides on one 2-node cluster
 
-One process starts a real S3 server (moto, tests/s3_server.py) on loopback and creates one
+One process starts a real S3 server (moto, tests/support/s3_server.py) on loopback and creates one
 bucket; then, per round, both sides run the real CLI as a subprocess, each with its own
 local Ray, on configs/gpt-tiny.yaml, every stage:
 
@@ -179,7 +179,7 @@ def main() -> None:
     os.environ.setdefault("DATA_DIR", str(REPO_ROOT.parent / "shared" / "data"))
     overrides = ["-o", f"pretrain.max_steps={args.steps}"] if args.steps else []
 
-    from tests.s3_server import make_bucket, s3_server
+    from tests.support.s3_server import make_bucket, s3_server
 
     results: dict[str, list[dict]] = {"local": [], "s3": []}
     with s3_server() as endpoint, tempfile.TemporaryDirectory(prefix="s3-pipeline-node-b-") as node_b, \

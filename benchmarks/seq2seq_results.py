@@ -211,7 +211,7 @@ def part_dialogsum(args) -> list[tuple[str, str, str]]:
 def _spec_and_rows(task: str, split: str, args):
     """The task's spec and rows of `split` ("dev", "test", or "newstest2014": WMT14 en->de)."""
     from stages.finetune.seq2seq.reader import read_split
-    from stages.finetune.tasks.seq2seq_spec import BUILTIN_SEQ2SEQ, SplitFiles
+    from stages.finetune.seq2seq.spec import BUILTIN_SEQ2SEQ, SplitFiles
 
     data_dir = Path(os.environ.get("DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
     spec = BUILTIN_SEQ2SEQ[task]

@@ -15,7 +15,6 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pipeline.interpolate import MissingVariable, interpolate
 from pipeline.sweep_config import SweepConfig
-from pipeline.yaml_lines import load_yaml_with_lines, parse_yaml
 from stages.dataset.config import DatasetConfig
 from stages.evaluate.config import EvaluateConfig
 from stages.finetune.config import FinetuneConfig
@@ -25,7 +24,8 @@ from stages.report.config import ReportConfig
 from stages.section import Section
 from stages.tokenizer.config import TokenizerConfig
 from stages.validation_errors import dotted_key, explain_validation_error, where_in_file
-from storage.errors import ConfigError  # noqa: F401  (the config's own error, raised by storage too)
+from stages.yaml_lines import load_yaml_with_lines, parse_yaml
+from storage.errors import ConfigError
 from storage.urls import check_location, is_url
 
 

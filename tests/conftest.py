@@ -71,9 +71,9 @@ def ray_session():
 
 @pytest.fixture(scope="module")
 def s3_endpoint():
-    """A real S3 server on loopback for one test module (tests/s3_server.py); yields its
+    """A real S3 server on loopback for one test module (tests/support/s3_server.py); yields its
     endpoint, with AWS_ENDPOINT_URL and credentials set while it runs."""
-    from tests.s3_server import s3_server
+    from tests.support.s3_server import s3_server
 
     with s3_server() as endpoint:
         yield endpoint
@@ -81,9 +81,9 @@ def s3_endpoint():
 
 @pytest.fixture(scope="module")
 def gcs_endpoint():
-    """A GCS emulator on loopback for one test module (tests/gcs_server.py); yields its
+    """A GCS emulator on loopback for one test module (tests/support/gcs_server.py); yields its
     endpoint, with STORAGE_EMULATOR_HOST set while it runs."""
-    from tests.gcs_server import gcs_server
+    from tests.support.gcs_server import gcs_server
 
     with gcs_server() as endpoint:
         yield endpoint

@@ -9,8 +9,8 @@ from pathlib import Path
 from pipeline.config import ConfigError
 from pipeline.graph import STAGE_NAMES
 from pipeline.runner import load_run_index, run_store
-from pipeline.yaml_lines import parse_yaml
 from stages.report import RunSource, StageRecord
+from stages.yaml_lines import parse_yaml
 from storage.artifact_store import ArtifactStore, open_store
 from storage.urls import is_url
 

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from stages.finetune.tasks.registry import get_task, register_task_spec, task_names
+from stages.finetune.tasks import get_task, register_task_spec, task_names
 from stages.section import Section
 
 
@@ -32,15 +32,16 @@ class FinetuneConfig(Section):
     task_specs: list[str] = Field(
         default_factory=list,
         description="sequence-to-sequence task spec YAMLs of your own (source and target files, prefix, lengths, "
-        "metrics; keys in stages/finetune/tasks/seq2seq_spec.py), paths relative to the working directory; list each "
+        "metrics; keys in stages/finetune/seq2seq/spec.py), paths relative to the working directory; list each "
         "one's `name` in tasks")
     tasks: list[str] = Field(
         default_factory=lambda: ["sst2"],
         description="tasks to fine-tune on, one run each (several at once when the cluster "
         f"allows): {', '.join(task_names())} (GLUE under <data_dir>/glue_data/, SQuAD under "
         "<data_dir>/squad/, CoNLL-2003 under <data_dir>/conll2003/); a T5 model fine-tunes every task "
-        "as text to text (stages/finetune/text_to_text/: label words, STS-B scores like '3.8', SQuAD "
-        "answers, CoNLL-2003 entity lists like 'EU [ORG] ; German [MISC]'), its source cut at max_seq_len. "
+        "as text to text (each task's text_to_text.py under stages/finetune/: label words, STS-B scores "
+        "like '3.8', SQuAD answers, CoNLL-2003 entity lists like 'EU [ORG] ; German [MISC]'), its source "
+        "cut at max_seq_len. "
         "Sequence to sequence (T5, the original Transformer, GPT; not BERT): multi30k_en_de, multi30k_de_en "
         "(<data_dir>/mt/multi30k/), dialogsum (<data_dir>/summarization/dialogsum/) and the names of task_specs")
     source: Literal["files", "hub"] = Field(
@@ -216,7 +217,7 @@ class FinetuneConfig(Section):
         a ValueError names the ones it cannot (the experiment's validator calls this)."""
         if family != "bert" or self.init_from is not None:  # an init_from BERT is checked below
             return
-        from stages.finetune.tasks.seq2seq_spec import BERT_REFUSAL, Seq2SeqSpec
+        from stages.finetune.seq2seq.spec import BERT_REFUSAL, Seq2SeqSpec
 
         generative = [name for name in self.tasks if isinstance(get_task(name), Seq2SeqSpec)]
         if generative:
@@ -243,7 +244,7 @@ class FinetuneConfig(Section):
             raise ValueError("[init] random starts from fresh weights, but init_from names weights to start from: "
                              "remove one of them")
         if self.init_from is not None:  # a Hugging Face BERT folder
-            from stages.finetune.tasks.seq2seq_spec import BERT_REFUSAL, Seq2SeqSpec
+            from stages.finetune.seq2seq.spec import BERT_REFUSAL, Seq2SeqSpec
 
             generative = [name for name in self.tasks if isinstance(get_task(name), Seq2SeqSpec)]
             if generative:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from stages.finetune.tasks import get_task
 from storage.file_tree import local_tree
-from stages.finetune.tasks.registry import get_task
 
 INIT_FROM = "finetune.init_from"
 

@@ -94,7 +94,7 @@ def matthews(predictions: np.ndarray, labels: np.ndarray, axis: int = -1) -> np.
 
 
 def pearson(predictions: np.ndarray, labels: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Pearson's r, 0 where either side is constant (`stages.finetune.metrics`'s rule)."""
+    """Pearson's r, 0 where either side is constant (`stages.finetune.glue.metrics`'s rule)."""
     predictions, labels = np.asarray(predictions, dtype=np.float64), np.asarray(labels, dtype=np.float64)
     x = predictions - np.mean(predictions, axis=axis, keepdims=True)
     y = labels - np.mean(labels, axis=axis, keepdims=True)

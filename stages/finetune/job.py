@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from stages.finetune.config import FinetuneConfig
-from stages.finetune.families.base import TaskFamily, TaskRequest
 from stages.finetune.families.registry import FAMILY_NAMES
 from stages.finetune.prepared import PreparedTask, Scorer
+from stages.finetune.task_family import TaskFamily, TaskRequest
 from stages.training.model_source import ModelSource
 
 

@@ -43,7 +43,6 @@ import numpy as np
 
 from stages.finetune.best_checkpoint import best_epoch_facts
 from stages.finetune.config import FinetuneConfig
-from stages.finetune.families.base import TaskRequest
 from stages.finetune.families.registry import family_for
 from stages.finetune.hf_export import export_task_hf
 from stages.finetune.inputs import INIT_FROM, task_input_files
@@ -52,6 +51,7 @@ from stages.finetune.model_source import check_seq_len, resolve_model_source
 from stages.finetune.outputs import OUTPUTS_NAME, is_task_finished, read_task_metrics, write_task_metrics
 from stages.finetune.task_cache import reuse_finished_task, task_fingerprint, write_task_fingerprint
 from stages.finetune.task_defaults import config_for_task
+from stages.finetune.task_family import TaskRequest
 from stages.finetune.tasks import get_task
 from stages.ray_tasks import map_where_files_are
 

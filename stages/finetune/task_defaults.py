@@ -26,8 +26,8 @@ import math
 from dataclasses import dataclass
 
 from stages.finetune.config import FinetuneConfig
-from stages.finetune.tasks.seq2seq_spec import BUILTIN_SEQ2SEQ, Seq2SeqDefaults
-from stages.finetune.tasks.glue import GLUE_TASKS
+from stages.finetune.glue.tasks import GLUE_TASKS
+from stages.finetune.seq2seq.spec import BUILTIN_SEQ2SEQ, Seq2SeqDefaults
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ TASK_DEFAULTS: dict[str, TaskDefaults] = {
     "squad": TaskDefaults(lr=5e-5, epochs=3, batch_size=32),
     "squad_v2": TaskDefaults(lr=5e-5, epochs=2, batch_size=48),
     "conll2003": TaskDefaults(lr=5e-5, epochs=3, batch_size=32),
-    # Translation and summarization: no paper gives AdamW fine-tuning rates (stages/finetune/tasks/seq2seq_spec.py).
+    # Translation and summarization: no paper gives AdamW fine-tuning rates (stages/finetune/seq2seq/spec.py).
     **{name: Seq2SeqDefaults() for name in BUILTIN_SEQ2SEQ},
 }
 

@@ -34,11 +34,11 @@ import torch.distributed as dist
 
 from stages.finetune.batches import merge_shards, micro_batches_per_epoch, prediction_shard, train_batches
 from stages.finetune.encode import EncodedSplit
-from stages.finetune.families.base import TaskFamily
 from stages.finetune.families.registry import family_named
 from stages.finetune.job import FinetuneJob
 from stages.finetune.outputs import OUTPUTS_NAME
 from stages.finetune.saved_model import save_finetuned
+from stages.finetune.task_family import TaskFamily
 from stages.finetune.task_tracking import open_task_tracker, prefixed
 
 __all__ = ["MODEL_DIR", "OUTPUTS_NAME", "finetune_worker"]

@@ -9,8 +9,12 @@ in that format when it is plain text of a one-text task, and checked otherwise.
 
 from __future__ import annotations
 
-from stages.finetune.tasks import ConllSpec, SquadSpec, get_task
-from stages.finetune.text_to_text import glue, ner, squad
+from stages.finetune.conll import text_to_text as ner
+from stages.finetune.conll.spec import ConllSpec
+from stages.finetune.glue import text_to_text as glue
+from stages.finetune.squad import text_to_text as squad
+from stages.finetune.squad.spec import SquadSpec
+from stages.finetune.tasks import get_task
 from stages.generate.errors import GenerateInputError
 
 

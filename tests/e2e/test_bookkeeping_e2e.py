@@ -12,7 +12,7 @@ import pytest
 
 from tests.e2e.cli import pretrain_cli
 from tests.e2e.conftest import CONFIG
-from tests.full_disk import full_file_system
+from tests.support.full_disk import full_file_system
 
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 

@@ -19,7 +19,7 @@ from pipeline.graph import STAGE_NAMES
 from storage.object_keys import filesystem
 from tests.e2e.cli import REPO_ROOT, pretrain_cli
 from tests.e2e.conftest import CONFIG
-from tests.gcs_server import make_gcs_bucket
+from tests.support.gcs_server import make_gcs_bucket
 
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 STAGES = STAGE_NAMES

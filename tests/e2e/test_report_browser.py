@@ -18,7 +18,7 @@ import pytest
 from views.compare import write_comparison
 from views.run_source import load_run_source
 from stages.report.run import write_report
-from tests.synthetic_run import write_run
+from tests.support.synthetic_run import write_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PROBE = """<script>

@@ -23,7 +23,7 @@ from storage.stage_lock import StageLock
 from views.dashboard import Dashboard, make_server
 from views.runs_report import write_runs_report
 from tests.e2e.test_report_browser import chromium, console_messages
-from tests.synthetic_run import write_run, write_sweep_point
+from tests.support.synthetic_run import write_run, write_sweep_point
 
 PROBE = """<script>
 window.addEventListener("load", async () => {

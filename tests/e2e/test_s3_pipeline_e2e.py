@@ -28,8 +28,8 @@ from storage.mirror import mirror_dir
 from storage.object_keys import filesystem
 from tests.e2e.cli import REPO_ROOT, cli_command, cli_env, pretrain_cli
 from tests.e2e.conftest import CONFIG
-from tests.process_tree import kill_process_group
-from tests.s3_server import make_bucket
+from tests.support.process_tree import kill_process_group
+from tests.support.s3_server import make_bucket
 
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 UPSTREAM_OF_PRETRAIN = ("ingest", "tokenizer", "dataset")

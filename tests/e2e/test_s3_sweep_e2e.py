@@ -21,7 +21,7 @@ from storage.object_keys import filesystem
 from views.dashboard import Dashboard
 from tests.e2e.cli import REPO_ROOT, pretrain_cli
 from tests.e2e.conftest import CONFIG
-from tests.s3_server import make_bucket
+from tests.support.s3_server import make_bucket
 
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 POINTS = ["vocab_size-512", "vocab_size-1024"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cli import pretrain_cli
-from tests.seq2seq_models import MULTI30K
+from tests.support.seq2seq_models import MULTI30K
 
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 

@@ -32,7 +32,7 @@ from pipeline.fingerprint import compute_all
 from sweep.expand import expand_sweep
 from tests.e2e.cli import REPO_ROOT, cli_command, cli_env, pretrain_cli
 from tests.e2e.conftest import CONFIG
-from tests.process_tree import kill_process_group
+from tests.support.process_tree import kill_process_group
 
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 UPSTREAM = ("ingest", "tokenizer", "dataset")

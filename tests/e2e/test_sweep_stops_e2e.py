@@ -3,7 +3,7 @@ the session Ray, with the gpt-tiny config stopped after ingest (--only), since w
 tested here is the driver and its `pretrain run` children, not the stages.
 
 Stopped: the points read their corpus from a server whose files never finish
-downloading (tests/stalled_http.py), so the signal always lands while a stage runs.
+downloading (tests/support/stalled_http.py), so the signal always lands while a stage runs.
 - SIGTERM (a scheduler) and SIGINT (Ctrl-C sent to the driver alone) stop the running
   children, as Ctrl-C stops a `pretrain run` (each exits 143 and says so in its log, its
   stage lock released), and the driver exits 143 or 130 with a message;
@@ -30,8 +30,8 @@ from storage.artifact_store import open_store
 from sweep.expand import expand_sweep
 from tests.e2e.cli import REPO_ROOT, cli_command, cli_env, pretrain_cli
 from tests.e2e.conftest import CONFIG
-from tests.process_tree import kill_process_group
-from tests.stalled_http import stalled_http_server
+from tests.support.process_tree import kill_process_group
+from tests.support.stalled_http import stalled_http_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 BOOK = "corpus/gutenberg/11-0.txt"  # 150 kB: the smallest of the gpt-tiny books

@@ -1,13 +1,13 @@
 """An object-store run's tasks and Ray Train workers spread over two Ray nodes that do not
 share the run's files (ray.cluster_utils.Cluster on this machine, each node with its own
-mirror). The cluster runs in a subprocess, tests/multinode_bucket_run.py, which checks
+mirror). The cluster runs in a subprocess, tests/support/multinode_bucket_run.py, which checks
 the run and exits non-zero on any failure."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.cluster_script import run_cluster_script
+from tests.support.cluster_script import run_cluster_script
 
 
 @pytest.mark.ray

@@ -7,7 +7,7 @@ import pytest
 
 from stages.ingest.config import IngestConfig
 from stages.ray_tasks import run_in_process
-from tests.dedup_reference import distributed, single_driver
+from tests.support.dedup_reference import distributed, single_driver
 
 pytestmark = pytest.mark.ray
 

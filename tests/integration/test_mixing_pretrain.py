@@ -15,8 +15,8 @@ from stages.report.content import build_report
 from stages.report.html_report import render_html
 from stages.report.markdown import render_markdown
 from stages.report.sources import RunSource, StageRecord
-from tests.counting_dataset import logged_records, pretrain_context
-from tests.mixture_dataset import build_mixture, build_upstream
+from tests.support.counting_dataset import logged_records, pretrain_context
+from tests.support.mixture_dataset import build_mixture, build_upstream
 
 pytestmark = pytest.mark.ray
 

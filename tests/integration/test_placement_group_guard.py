@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fault_injection import wait_forever_after_marking
+from tests.support.fault_injection import wait_forever_after_marking
 
 pytestmark = pytest.mark.ray
 

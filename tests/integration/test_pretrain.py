@@ -32,7 +32,7 @@ from stages.pretrain.run import run
 from stages.pretrain.sample_plan import plan_samples
 from stages.pretrain.samples import SAMPLES_FILE, Sampler
 from stages.pretrain.snapshots import read_snapshot_index, snapshot_path
-from tests.counting_dataset import SEQ_LEN, VOCAB_SIZE, write_counting_dataset
+from tests.support.counting_dataset import SEQ_LEN, VOCAB_SIZE, write_counting_dataset
 
 pytestmark = pytest.mark.ray
 

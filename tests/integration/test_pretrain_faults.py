@@ -24,8 +24,8 @@ import torch
 
 import stages.pretrain.run as pretrain_stage
 from stages.pretrain.config import PretrainConfig
-from tests.counting_dataset import TINY_GPT, VOCAB_SIZE, logged_records, write_stage_inputs
-from tests.fault_injection import FreezeOnceContext, pid_recording_loop
+from tests.support.counting_dataset import TINY_GPT, VOCAB_SIZE, logged_records, write_stage_inputs
+from tests.support.fault_injection import FreezeOnceContext, pid_recording_loop
 
 pytestmark = pytest.mark.ray
 

@@ -38,7 +38,7 @@ from stages.pretrain.sample_plan import plan_samples
 from stages.pretrain.samples import SAMPLES_FILE, Sampler
 from stages.ray_tasks import run_in_process
 from tests.unit.test_dataset_objectives import build, make_corpus, make_tokenizer
-from tests.wandb_offline import offline_log
+from tests.support.wandb_offline import offline_log
 
 pytestmark = pytest.mark.ray
 

@@ -1,7 +1,7 @@
 """A pretrain run whose worker gets SIGTERM, and later whose node is drained, checkpoints
 at the next step boundary each time, restarts from there and ends bit for bit as the
 uninterrupted run (stages/training/preemption.py). The Ray cluster (a head and three
-one-CPU nodes) runs in a subprocess, tests/preemption_pretrain.py, which checks the runs
+one-CPU nodes) runs in a subprocess, tests/support/preemption_pretrain.py, which checks the runs
 and exits non-zero on any failure; it prints the seconds from each signal to the first
 new step."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cluster_script import run_cluster_script
+from tests.support.cluster_script import run_cluster_script
 
 
 @pytest.mark.ray

@@ -25,7 +25,7 @@ from stages.models import load_pretrained
 from stages.objectives.registry import build_batch_builder
 from stages.pretrain.run import run
 from stages.training.schedule import WarmupDecaySchedule
-from tests.counting_dataset import TINY_GPT, VOCAB_SIZE, logged_records, pretrain_context, write_stage_inputs
+from tests.support.counting_dataset import TINY_GPT, VOCAB_SIZE, logged_records, pretrain_context, write_stage_inputs
 
 pytestmark = pytest.mark.ray
 

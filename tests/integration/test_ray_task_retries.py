@@ -11,7 +11,7 @@ from pipeline.config import load_config
 from pipeline.planner import Selection
 from pipeline.runner import StageFailed, run_pipeline
 from stages.ray_tasks import SYSTEM_RETRIES, RayTaskFailed, describe_failure, map_tasks, ray_is_up
-from tests.ray_task_faults import killed_worker, square
+from tests.support.ray_task_faults import killed_worker, square
 
 
 @pytest.mark.ray

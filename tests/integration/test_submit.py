@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.process_tree import end_process_tree
+from tests.support.process_tree import end_process_tree
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent

@@ -26,9 +26,9 @@ from stages.models.build import build_preset
 from stages.models.config import preset_config
 from stages.objectives.mlm.loss import MaskedLM
 from stages.pretrain.model_config import model_config
-from tests.engine_subprocess import run_engine_script
-from tests.perturb import perturb_
-from tests.pinned import import_pinned
+from tests.support.engine_subprocess import run_engine_script
+from tests.support.perturb import perturb_
+from tests.support.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
 transformers = import_pinned("transformers")
@@ -267,7 +267,7 @@ def test_masked_lm_objective_reports_mlm_and_sop_for_albert():
     assert model.nsp.weight.grad.abs().sum() > 0 and model.mlm_transform.weight.grad.abs().sum() > 0
 
 
-# A real DeepSpeed engine in a subprocess (see tests/engine_subprocess.py): ZeRO-2 shards
+# A real DeepSpeed engine in a subprocess (see tests/support/engine_subprocess.py): ZeRO-2 shards
 # the one shared layer's parameters once, and the gathered state dict names every layer.
 ENGINE_SCRIPT = r"""
 import json, torch
@@ -276,7 +276,7 @@ from stages.models import BertForPreTraining
 from stages.models.config import preset_config
 from stages.objectives.mlm.loss import MaskedLM
 from stages.training.engine import full_fp32_state_dict
-from tests.engine_subprocess import train_steps
+from tests.support.engine_subprocess import train_steps
 
 dist.init_process_group("gloo", rank=0, world_size=1)
 torch.manual_seed(0)

@@ -28,7 +28,7 @@ from pipeline.planner import Selection, plan
 from pipeline.runner import run_pipeline
 from storage.mirror import mirror_dir
 from storage.object_store import DamagedInput
-from tests.s3_server import make_bucket
+from tests.support.s3_server import make_bucket
 
 # Over 1 MiB (sha256_file reads in 1 MiB blocks), and not one repeated block.
 WEIGHTS = b"".join(hashlib.sha256(str(i).encode()).digest() for i in range(3 * (1 << 20) // 32))

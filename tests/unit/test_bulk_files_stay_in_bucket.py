@@ -15,7 +15,7 @@ from storage.artifact_store import open_store
 from storage.local_store import inventory
 from storage.node_transfer.driver import NodeTransfer
 from storage.node_transfer.task_call import TaskResult
-from tests.s3_server import make_bucket
+from tests.support.s3_server import make_bucket
 
 SHARD_BYTES = b"shard-bytes-" * 100
 DOCUMENTS = "ingest/fp0/documents/part-00000.parquet"

@@ -10,7 +10,7 @@ from stages.finetune.conll.encode import IGNORE, encode_sentences, word_predicti
 from stages.finetune.conll.evaluate import entity_counts, entity_scores, write_conlleval
 from stages.finetune.conll.reader import CONLL_LABELS, ConllDataError, read_conll, to_iob2
 from stages.finetune.encode import load_task_tokenizer
-from tests.pinned import import_pinned
+from tests.support.pinned import import_pinned
 
 
 @pytest.mark.parametrize("name, num_sentences, num_entities", [

@@ -1,7 +1,7 @@
 """What `pretrain dashboard ROOT` sends per poll (POST /runs.json): the table only when it
 changed, and per shown run only the curve points logged after the client's cursor; the
 metrics files are read incrementally, thinned, and a rewritten file starts over. A real
-server on a free port (tests/dashboard_server.py), real run folders (tests/synthetic_run.py)."""
+server on a free port (tests/support/dashboard_server.py), real run folders (tests/support/synthetic_run.py)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pytest
 from views.dashboard_data import table_report
 from views.run_source import load_run_source
 from stages.report.content import build_report
+from tests.support.dashboard_server import get, serve
+from tests.support.synthetic_run import write_run, write_sweep_point
 from views.run_series import KEEP, RunSeries
 from views.run_sweep import swept_keys
-from tests.dashboard_server import get, serve  # noqa: F401 - serve is a fixture
-from tests.synthetic_run import write_run, write_sweep_point
 
 
 def post(url: str, body: dict) -> tuple[dict, int]:

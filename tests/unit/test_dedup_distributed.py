@@ -13,7 +13,7 @@ import pytest
 
 from stages.ingest.config import IngestConfig
 from stages.ingest.dedup_partitions import partition_count
-from tests.dedup_reference import distributed, single_driver
+from tests.support.dedup_reference import distributed, single_driver
 
 BOOKS = ["pg7700.txt", "pg1250.txt", "The-Dunwich-Horror.txt", "pg851.txt"]  # gpt-tiny's
 

@@ -25,8 +25,8 @@ from stages.models.hf_export import export_hf, import_hf
 from stages.models.build import build_preset
 from stages.models.config import preset_config
 from stages.pretrain.model_config import model_config
-from tests.perturb import perturb_
-from tests.pinned import import_pinned
+from tests.support.perturb import perturb_
+from tests.support.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
 transformers = import_pinned("transformers")

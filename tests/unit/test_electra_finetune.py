@@ -21,8 +21,8 @@ from stages.models import (
 )
 from stages.models.bert.convert_electra import electra_to_hf_electra, hf_electra_config
 from stages.models.config import preset_config
-from tests.perturb import perturb_
-from tests.pinned import import_pinned
+from tests.support.perturb import perturb_
+from tests.support.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
 transformers = import_pinned("transformers")

@@ -15,7 +15,7 @@ from stages.objectives.mlm.loss import MaskedLM
 from stages.objectives.mlm.rtd import ReplacedTokenDetection
 from stages.objectives.output import LOSS_SUM, NUM_CORRECT, NUM_PREDICTIONS
 from stages.objectives.registry import build_objective
-from tests.engine_subprocess import run_engine_script
+from tests.support.engine_subprocess import run_engine_script
 
 MASK_ID, VOCAB, T = 3, 512, 16
 
@@ -175,7 +175,7 @@ def test_build_objective_trains_rtd_for_electra_only_and_without_a_sentence_task
     assert objective.flops_per_sample(model) == model.flops_per_token(T) * T
 
 
-# A real DeepSpeed engine in a subprocess (see tests/engine_subprocess.py): ZeRO-2 bf16 with
+# A real DeepSpeed engine in a subprocess (see tests/support/engine_subprocess.py): ZeRO-2 bf16 with
 # the embeddings shared by the two networks, and the gathered state dict reloading strictly.
 ENGINE_SCRIPT = r"""
 import json, torch
@@ -184,7 +184,7 @@ from stages.models import ElectraForPreTraining
 from stages.models.config import preset_config
 from stages.objectives.mlm.rtd import ReplacedTokenDetection
 from stages.training.engine import full_fp32_state_dict
-from tests.engine_subprocess import train_steps
+from tests.support.engine_subprocess import train_steps
 
 dist.init_process_group("gloo", rank=0, world_size=1)
 torch.manual_seed(0)

@@ -16,7 +16,7 @@ from stages.training.deepspeed_config import build_deepspeed_config, deepspeed_c
 from stages.training.deepspeed_overrides import merge_deepspeed_config
 from stages.training.engine_settings import EngineSettings, LossScaling
 from stages.training.schedule import WarmupDecaySchedule
-from tests.engine_subprocess import run_engine_script
+from tests.support.engine_subprocess import run_engine_script
 
 PRETRAIN_SECTIONS = [
     {},

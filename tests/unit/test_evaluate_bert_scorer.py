@@ -9,7 +9,7 @@ import torch
 
 from stages.evaluate.requests import GenerationRequest, LoglikelihoodRequest, RollingRequest
 from stages.evaluate.scorers import BertScorer, GenerationNotSupported, load_scorer
-from tests.pretrained_dirs import book_paragraphs, write_pretrained
+from tests.support.pretrained_dirs import book_paragraphs, write_pretrained
 
 MAX_LENGTH = 24
 

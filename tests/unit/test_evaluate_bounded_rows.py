@@ -13,7 +13,7 @@ from stages.evaluate.scorers import load_scorer
 from stages.evaluate.scorers.encoding import encode_pairs
 from stages.evaluate.scorers.gpt import pack_branches
 from stages.evaluate.scorers.token_scores import sum_by_request
-from tests.pretrained_dirs import book_paragraphs, write_pretrained
+from tests.support.pretrained_dirs import book_paragraphs, write_pretrained
 
 CONTEXT = 32
 

@@ -11,7 +11,7 @@ import torch
 from stages.evaluate.requests import GenerationRequest, LoglikelihoodRequest, RollingRequest
 from stages.evaluate.scorers import GPTScorer, load_scorer
 from stages.models.generation import generate
-from tests.pretrained_dirs import book_paragraphs, write_pretrained
+from tests.support.pretrained_dirs import book_paragraphs, write_pretrained
 
 CONTEXT = 32
 

@@ -27,8 +27,8 @@ from stages.evaluate.prompts import example_requests
 from stages.evaluate.scorers import load_scorer
 from stages.evaluate.spec import SpecError, load_task_spec
 from stages.evaluate.templates import TemplateRowError
-from tests.lm_eval_tasks import FEWSHOT_SEED, task_from_lm_eval_yaml
-from tests.pretrained_dirs import write_pretrained
+from tests.support.lm_eval_tasks import FEWSHOT_SEED, task_from_lm_eval_yaml
+from tests.support.pretrained_dirs import write_pretrained
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from lm_eval import evaluator  # noqa: E402

@@ -16,7 +16,7 @@ import torch
 from stages.evaluate.requests import GenerationRequest, LoglikelihoodRequest, RollingRequest
 from stages.evaluate.scorers import GPTScorer, load_scorer
 from tests.conftest import DATA_DIR
-from tests.pretrained_dirs import book_paragraphs, write_pretrained
+from tests.support.pretrained_dirs import book_paragraphs, write_pretrained
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import lm_eval.models.huggingface as lm_eval_huggingface  # the .[eval] extra; make install installs it

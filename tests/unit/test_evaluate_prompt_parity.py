@@ -2,7 +2,7 @@
 the same rows (lm-eval is the `.[eval]` extra; `make install` installs it).
 
 lm-eval is given our rows through `custom_dataset` and our spec's templates, split names as
-a parity run on our files would declare them (tests/lm_eval_tasks.py), seed 1234; every
+a parity run on our files would declare them (tests/support/lm_eval_tasks.py), seed 1234; every
 context and continuation it builds must equal ours, demonstrations included. Where
 lm-eval's task is Python code (COPA, WikiText) or reads Hugging Face's layout (ARC), its
 own functions and templates are run on the rows and compared with our templates' output.
@@ -23,7 +23,7 @@ from stages.evaluate.prompts import answer_text, doc_choices, doc_target, doc_te
 from stages.evaluate.readers import Rows, read_task_data
 from stages.evaluate.requests import RollingResult
 from stages.evaluate.spec import resolve_task_spec
-from tests.lm_eval_tasks import FEWSHOT_SEED, LM_EVAL_TASKS, task_from_lm_eval_yaml, task_from_spec
+from tests.support.lm_eval_tasks import FEWSHOT_SEED, LM_EVAL_TASKS, task_from_lm_eval_yaml, task_from_spec
 
 PROMPT_TASKS = ["arc_challenge", "arc_easy", "boolq", "cola", "copa", "lambada_openai", "mrpc", "piqa",
                 "qnli", "rte", "squad", "sst2", "wnli"]

@@ -13,7 +13,7 @@ from stages.evaluate.scorers import BertScorer, GPTScorer, T5Scorer, load_scorer
 from stages.evaluate.scorers.encoding import encode_pairs, split_trailing_whitespace
 from stages.evaluate.scorers.shared_prefix import shared_prefix_mask, shared_prefix_row
 from stages.evaluate.scorers.windows import check_stride, score_chunks
-from tests.pretrained_dirs import train_tokenizer, write_pretrained, book_paragraphs
+from tests.support.pretrained_dirs import train_tokenizer, write_pretrained, book_paragraphs
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import torch
 from stages.evaluate.requests import GenerationRequest, LoglikelihoodRequest, RollingRequest
 from stages.evaluate.scorers import T5Scorer, load_scorer
 from stages.models.generation import generate_seq2seq
-from tests.pretrained_dirs import book_paragraphs, write_pretrained
+from tests.support.pretrained_dirs import book_paragraphs, write_pretrained
 
 MAX_LENGTH = 24
 ARCHITECTURE = {"num_layers": 2, "hidden_size": 64, "num_heads": 2, "head_size": 16, "ff_size": 128}

@@ -28,8 +28,8 @@ from stages.evaluate.readers import read_task_data
 from stages.evaluate.requests import GenerationRequest
 from stages.evaluate.scorers import load_scorer
 from stages.evaluate.spec import TaskSpec, resolve_task_spec
-from tests.lm_eval_tasks import FEWSHOT_SEED, task_from_lm_eval_yaml, task_from_spec
-from tests.pretrained_dirs import write_pretrained
+from tests.support.lm_eval_tasks import FEWSHOT_SEED, task_from_lm_eval_yaml, task_from_spec
+from tests.support.pretrained_dirs import write_pretrained
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from lm_eval import evaluator  # noqa: E402  (the .[eval] extra; make install installs it)

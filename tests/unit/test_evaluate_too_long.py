@@ -18,7 +18,7 @@ from stages.evaluate.scorers import load_scorer
 from stages.evaluate.spec import load_task_spec
 from stages.report.evaluation import _task_entry
 from stages.report.evaluation_render import evaluation_markdown
-from tests.pretrained_dirs import write_pretrained
+from tests.support.pretrained_dirs import write_pretrained
 
 CONTEXT = 32
 LONG = " and then" * 40  # far more than 32 tokens

@@ -15,7 +15,7 @@ from stages.evaluate.scorers import BertScorer, load_scorer
 from stages.evaluate.scorers.bert import masked_language_model
 from stages.evaluate.spec import resolve_task_spec
 from stages.models import BertConfig, BertForPreTraining
-from tests.pretrained_dirs import book_paragraphs, write_pretrained
+from tests.support.pretrained_dirs import book_paragraphs, write_pretrained
 
 MAX_LENGTH = 24
 ARCHITECTURE = {"num_layers": 2, "hidden_size": 32, "num_heads": 2}

@@ -7,7 +7,7 @@ import pytest
 from stages.finetune.config import FinetuneConfig
 from stages.finetune.task_cache import task_fingerprint
 from stages.finetune.task_defaults import TASK_DEFAULTS, config_for_task
-from stages.finetune.tasks.registry import task_names
+from stages.finetune.tasks import task_names
 from tests.support.model_sources import folder_source
 
 SOURCE = folder_source("/nonexistent/model")

@@ -7,8 +7,8 @@ import pytest
 from tokenizers import Tokenizer
 
 from stages.finetune.encode import END_OF_TEXT, PAD, encode_texts, load_task_tokenizer
+from stages.finetune.glue.reader import read_split
 from stages.finetune.tasks import get_task
-from stages.finetune.tasks.tsv import read_split
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer
 

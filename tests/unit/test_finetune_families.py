@@ -11,11 +11,14 @@ import pytest
 import torch
 
 from stages.finetune.config import FinetuneConfig
+from stages.finetune.conll.spec import ConllSpec
 from stages.finetune.families.registry import FAMILIES, FAMILY_NAMES, family_for, family_named
+from stages.finetune.glue.spec import TaskSpec
 from stages.finetune.job import FinetuneJob
-from stages.finetune.tasks.seq2seq_spec import Seq2SeqSpec
-from stages.finetune.tasks import ConllSpec, SquadSpec, TaskSpec, get_task, task_names
-from tests.engine_subprocess import run_engine_script
+from stages.finetune.seq2seq.spec import Seq2SeqSpec
+from stages.finetune.squad.spec import SquadSpec
+from stages.finetune.tasks import get_task, task_names
+from tests.support.engine_subprocess import run_engine_script
 
 KIND_FAMILY = {TaskSpec: "glue", SquadSpec: "squad", ConllSpec: "conll", Seq2SeqSpec: "seq2seq"}
 

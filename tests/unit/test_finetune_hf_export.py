@@ -16,21 +16,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.pinned import import_pinned
+from tests.support.pinned import import_pinned
 import torch
 
 from stages.finetune.config import FinetuneConfig
 from stages.finetune.encode import encode_texts, load_task_tokenizer
 from stages.finetune.families.registry import family_for
+from stages.finetune.glue.text_to_text import encode_text_to_text
+from stages.finetune.glue.text_to_text import source_texts
 from stages.finetune.hf_export import HF_DIR, HF_EXPORT_KEY, export_task_hf
 from stages.finetune.saved_model import save_finetuned
 from stages.finetune.tasks import get_task
-from stages.finetune.text_to_text import encode_text_to_text
-from stages.finetune.text_to_text.glue import source_texts
 from stages.finetune.text_to_text.pairs import generated_texts
 from stages.models import BertForPreTraining, build_model
-from tests.perturb import perturb_
-from tests.pretrained_dirs import book_paragraphs, train_tokenizer
+from tests.support.perturb import perturb_
+from tests.support.pretrained_dirs import book_paragraphs, train_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = import_pinned("transformers")

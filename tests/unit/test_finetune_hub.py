@@ -16,12 +16,14 @@ import pytest
 from datasets import ClassLabel, Dataset, Features, Sequence, Value
 from pydantic import ValidationError
 
-from stages.finetune.conll.reader import ConllDataError, read_conll
 from stages.finetune.config import FinetuneConfig
-from stages.finetune.hub import conll_from_dataset, glue_from_dataset, squad_from_dataset
+from stages.finetune.conll.hub import conll_from_dataset
+from stages.finetune.conll.reader import ConllDataError, read_conll
+from stages.finetune.glue.hub import glue_from_dataset
+from stages.finetune.glue.reader import TaskDataError, read_split
+from stages.finetune.squad.hub import squad_from_dataset
 from stages.finetune.squad.reader import SquadDataError, read_squad
 from stages.finetune.tasks import get_task
-from stages.finetune.tasks.tsv import TaskDataError, read_split
 
 # The label names of nyu-mll/glue and eriktks/conll2003, in the Hub's class order.
 HUB_LABELS = {"sst2": ["negative", "positive"], "rte": ["entailment", "not_entailment"],
@@ -149,7 +151,7 @@ def test_source_defaults_to_files_and_rejects_other_values():
 def test_the_real_hub_loader_says_what_failed_when_offline(tmp_path):
     # The real `load_dataset` call, in a fresh interpreter that the Hub libraries start
     # offline in (they read HF_HUB_OFFLINE at import) with an empty cache.
-    code = ("from stages.finetune.hub import read_glue_split\nfrom stages.finetune.tasks import get_task\n"
+    code = ("from stages.finetune.glue.hub import read_glue_split\nfrom stages.finetune.tasks import get_task\n"
             "read_glue_split(get_task('rte'), 'dev')\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"),
            "HF_DATASETS_CACHE": str(tmp_path / "hf" / "datasets")}

@@ -7,13 +7,13 @@ import csv
 import numpy as np
 import torch
 
-from stages.finetune.outputs import (
-    is_task_finished, prediction_strings, predictions_from_outputs, read_task_metrics,
-    write_dev_predictions, write_submission, write_task_metrics,
+from stages.finetune.glue.examples import TaskExamples
+from stages.finetune.glue.outputs import (
+    prediction_strings, predictions_from_outputs, write_dev_predictions, write_submission,
 )
+from stages.finetune.outputs import is_task_finished, read_task_metrics, write_task_metrics
 from stages.finetune.saved_model import load_finetuned, save_finetuned
 from stages.finetune.tasks import get_task
-from stages.finetune.tasks.examples import TaskExamples
 from stages.models import GPT, GPTConfig, GPTForSequenceClassification
 
 

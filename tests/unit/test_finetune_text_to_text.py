@@ -10,15 +10,16 @@ import pytest
 import torch
 
 from stages.finetune.encode import load_task_tokenizer
-from stages.finetune.families.base import TaskRequest
 from stages.finetune.families.registry import family_for
-from stages.finetune.tasks import get_task
-from stages.finetune.tasks.tsv import read_split
-from stages.finetune.tasks import task_names
-from stages.finetune.text_to_text import (
-    MAX_TARGET_LEN, TextToTextModel, class_ids, encode_text_to_text, file_predictions, label_words,
-    parse_score, score_text, text_to_text_scores,
+from stages.finetune.glue.reader import read_split
+from stages.finetune.glue.text_to_text import (
+    MAX_TARGET_LEN, class_ids, encode_text_to_text, file_predictions, label_words, parse_score, score_text,
+    text_to_text_scores,
 )
+from stages.finetune.task_family import TaskRequest
+from stages.finetune.tasks import get_task
+from stages.finetune.tasks import task_names
+from stages.finetune.text_to_text.model import TextToTextModel
 from stages.models import build_model
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer
@@ -136,7 +137,7 @@ def test_the_model_learns_by_teacher_forcing_and_predicts_by_greedy_decoding():
 
 def test_stsb_through_the_glue_task_gives_score_targets_and_float_submissions(t5_tokenizer_path, data_dir, tmp_path):
     from stages.finetune.config import FinetuneConfig
-    from stages.finetune.outputs import write_submission
+    from stages.finetune.glue.outputs import write_submission
 
     spec = get_task("stsb")
     cfg = FinetuneConfig(tasks=["stsb"], max_train_examples=8, max_eval_examples=8, max_seq_len=32)

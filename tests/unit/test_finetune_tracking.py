@@ -13,7 +13,7 @@ from stages.finetune.config import FinetuneConfig
 from stages.finetune.job import FinetuneJob
 from stages.finetune.task_tracking import TaskMetricsLog, open_task_tracker, prefixed
 from stages.tracking import MetricsLog
-from tests.wandb_offline import offline_log
+from tests.support.wandb_offline import offline_log
 
 
 def experiment(mode: str):

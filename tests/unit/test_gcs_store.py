@@ -19,8 +19,9 @@ import pytest
 from storage.object_keys import ObjectKeys, PreconditionFailed, filesystem
 from storage.object_lease import ObjectLease, peek_lease
 from storage.writer_lock import StageLocked
-from tests.lease_race import race
-from tests.gcs_server import make_gcs_bucket
+from tests.support.gcs_server import make_gcs_bucket
+from tests.support.lease_race import race
+from tests.support.stage_files import FILES, finished_stage
 
 _names = itertools.count()
 

@@ -1,5 +1,5 @@
-"""`pretrain generate RUN_DIR` on runs written by hand (tests/synthetic_run.py) holding real
-model folders (tests/pretrained_dirs.py, random weights scaled up so that predictions are
+"""`pretrain generate RUN_DIR` on runs written by hand (tests/support/synthetic_run.py) holding real
+model folders (tests/support/pretrained_dirs.py, random weights scaled up so that predictions are
 peaked): each family's output is what the model code gives for the same input, a sample
 is repeatable per prompt, and every mistake is one `error:` line with exit code 2 before
 any output. No Ray."""
@@ -19,8 +19,8 @@ from tokenizers import Tokenizer
 from cluster.cli import main
 from stages.models import load_pretrained, save_pretrained
 from stages.models.generation import generate, generate_seq2seq
-from tests.pretrained_dirs import write_pretrained
-from tests.synthetic_run import write_run
+from tests.support.pretrained_dirs import write_pretrained
+from tests.support.synthetic_run import write_run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 

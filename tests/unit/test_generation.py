@@ -12,7 +12,7 @@ import torch
 from stages.models import GPT, T5, GPTConfig, T5Config
 from stages.models.attention import KVCache
 from stages.models.generation import filter_logits, generate, generate_seq2seq, next_token
-from tests.pinned import import_pinned
+from tests.support.pinned import import_pinned
 
 GPT_CONFIG = GPTConfig(vocab_size=53, max_seq_len=40, num_layers=2, hidden_size=32, num_heads=4)
 T5_CONFIG = T5Config(vocab_size=53, hidden_size=32, head_size=8, ff_size=64, num_layers=2, num_heads=4, dropout=0.0)

@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from stages.finetune.metrics import compute_metrics
+from stages.finetune.glue.metrics import compute_metrics
 from stages.finetune.tasks import get_task
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from stages.finetune.glue.reader import TaskDataError, read_split
 from stages.finetune.tasks import get_task, task_names
-from stages.finetune.tasks.tsv import TaskDataError, read_split
 
 SST2 = get_task("sst2")
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from stages.models import GPT, GPTConfig, build_model, load_pretrained, save_pretrained
 from stages.models.gpt.convert import gpt_to_hf_gpt2, hf_gpt2_config, hf_gpt2_to_gpt
-from tests.pinned import import_pinned
+from tests.support.pinned import import_pinned
 
 TINY = dict(vocab_size=97, max_seq_len=16, num_layers=2, hidden_size=32, num_heads=4)
 

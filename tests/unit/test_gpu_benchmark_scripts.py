@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from tests.engine_subprocess import REPO_ROOT, run_engine_script
+from tests.support.engine_subprocess import REPO_ROOT, run_engine_script
 
 SMOKE_SCRIPT = r"""
 import json, sys

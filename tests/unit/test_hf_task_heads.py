@@ -12,14 +12,14 @@ import os
 
 import pytest
 
-from tests.pinned import import_pinned
+from tests.support.pinned import import_pinned
 import torch
 
 from stages.finetune.model_source import build_task_model
 from stages.models import GPT, Bert, BertConfig, GPTConfig, T5, T5Config
 from stages.models.convert_heads import HfExportRefused, task_model_to_hf
 from stages.models.t5.transformer import Transformer
-from tests.perturb import perturb_
+from tests.support.perturb import perturb_
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = import_pinned("transformers")

@@ -15,7 +15,7 @@ from stages.models import build_model, save_pretrained
 from stages.pretrain.model_config import ModelConfig, model_config
 from stages.pretrain.init_from import resolve_init_source
 from stages.pretrain.init_weights import build_initial_model, load_initial_weights
-from tests.pinned import import_pinned
+from tests.support.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = import_pinned("transformers")

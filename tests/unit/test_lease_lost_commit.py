@@ -21,7 +21,7 @@ from pipeline.runner import run_pipeline
 from storage.artifact_store import open_store
 from storage.object_lease import ObjectLease, peek_lease
 from storage.writer_lock import StageLocked
-from tests.s3_server import make_bucket
+from tests.support.s3_server import make_bucket
 
 
 def test_a_driver_that_lost_its_lease_while_the_stage_ran_does_not_commit_it(s3_endpoint, tmp_path, monkeypatch):

@@ -18,9 +18,9 @@ from stages.models import GPT, GPTConfig
 from stages.models.gpt.convert_llama import gpt_to_hf_llama, hf_llama_config, hf_llama_to_gpt, llama_config_from_hf
 from stages.models.generation import generate
 from stages.models.hf_export import export_hf, import_hf
-from tests.engine_subprocess import run_engine_script
-from tests.perturb import perturb_
-from tests.pinned import import_pinned
+from tests.support.engine_subprocess import run_engine_script
+from tests.support.perturb import perturb_
+from tests.support.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
 transformers = import_pinned("transformers")
@@ -143,7 +143,7 @@ def test_a_pretrained_llama_fine_tunes_and_is_scored_by_the_evaluate_stage(tmp_p
     from stages.evaluate.requests import LoglikelihoodRequest
     from stages.evaluate.scorers import load_scorer
     from stages.finetune.model_source import build_task_model, load_backbone, resolve_model_source
-    from tests.pretrained_dirs import book_paragraphs, write_pretrained
+    from tests.support.pretrained_dirs import book_paragraphs, write_pretrained
 
     architecture = {"variant": "llama", "num_layers": 2, "hidden_size": 32, "num_heads": 4, "num_kv_heads": 2}
     root = write_pretrained(tmp_path, "gpt", architecture, vocab_size=512, max_seq_len=32,
@@ -188,7 +188,7 @@ from stages.models import GPT
 from stages.models.config import preset_config
 from stages.objectives.clm.loss import CausalLM
 from stages.training.engine import full_fp32_state_dict
-from tests.engine_subprocess import train_steps
+from tests.support.engine_subprocess import train_steps
 
 dist.init_process_group("gloo", rank=0, world_size=1)
 torch.manual_seed(0)

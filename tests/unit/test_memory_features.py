@@ -14,7 +14,7 @@ from stages.models.build import build_preset
 from stages.pretrain.config import PretrainConfig
 from stages.training.engine import adamw_implementation
 from stages.training.parallelize import parallelize_for
-from tests.engine_subprocess import run_engine_script
+from tests.support.engine_subprocess import run_engine_script
 
 
 

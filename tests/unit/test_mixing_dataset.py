@@ -20,7 +20,7 @@ from stages.dataset.mixture import source_matches
 from stages.dataset.packing import is_validation
 from stages.ingest.sharding import document_shards
 from stages.objectives.registry import build_batch_builder
-from tests.mixture_dataset import HORROR, MIXTURE, ROMANCE, SEQ_LEN, build_mixture, build_upstream
+from tests.support.mixture_dataset import HORROR, MIXTURE, ROMANCE, SEQ_LEN, build_mixture, build_upstream
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import torch
 
 from stages.data.mixing import MixtureLoader, open_examples, open_mixture
 from stages.objectives.registry import build_batch_builder
-from tests.mixture_dataset import MIXTURE, build_mixture, build_upstream
+from tests.support.mixture_dataset import MIXTURE, build_mixture, build_upstream
 
 WEIGHTS = np.array([p["weight"] for p in MIXTURE]) / sum(p["weight"] for p in MIXTURE)
 

@@ -19,7 +19,7 @@ from storage.local_store import inventory
 from storage.mirror import mirror_dir
 from storage.node_transfer.driver import NodeTransfer
 from storage.node_transfer.task_call import TaskResult
-from tests.s3_server import make_bucket
+from tests.support.s3_server import make_bucket
 
 TOKENIZER = "tokenizer/fp0/tokenizer.json"
 

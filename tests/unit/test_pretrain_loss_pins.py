@@ -5,7 +5,7 @@ pretrain.model section, the objective's loss, three optimizer steps. A refactor 
 models, objectives or data layer must leave every number where it was.
 
 The pins were taken on x86 CPU; they compare to 1e-6 because other CPUs' kernels move
-float32 sums by about 1e-8 (tests/finetune_pins.py does the same). Rewrite them on
+float32 sums by about 1e-8 (tests/support/finetune_pins.py does the same). Rewrite them on
 purpose only: `python -m tests.unit.test_pretrain_loss_pins --write`."""
 
 from __future__ import annotations

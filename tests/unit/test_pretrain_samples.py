@@ -24,10 +24,10 @@ from stages.pretrain.sample_plan import plan_samples
 from stages.pretrain.samples import SAMPLES_FILE, Sampler
 from stages.report.samples import MAX_STEPS_SHOWN, read_samples, samples_html, samples_markdown
 from stages.tracking import open_tracker
-from tests.dashboard_server import get, serve  # noqa: F401 - serve is a fixture
-from tests.pretrained_dirs import write_pretrained
-from tests.synthetic_run import write_run
-from tests.wandb_offline import offline_log
+from tests.support.dashboard_server import get, serve  # noqa: F401 - serve is a fixture
+from tests.support.pretrained_dirs import write_pretrained
+from tests.support.synthetic_run import write_run
+from tests.support.wandb_offline import offline_log
 
 SMALL = {"num_layers": 1, "hidden_size": 32, "num_heads": 2}
 CONTEXT = 48

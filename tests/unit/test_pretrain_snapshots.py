@@ -22,7 +22,7 @@ from stages.pretrain.snapshots import (
     snapshot_path,
     write_model_folder,
 )
-from tests.pretrained_dirs import write_pretrained
+from tests.support.pretrained_dirs import write_pretrained
 
 GPT = {"num_layers": 2, "hidden_size": 32, "num_heads": 2}
 TOKENS_PER_STEP = 4096

@@ -21,7 +21,7 @@ from stages.models.build import padded_vocab_size
 from stages.models.config import preset_shape
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.model_config import model_config
-from tests.engine_subprocess import run_engine_script
+from tests.support.engine_subprocess import run_engine_script
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REAL_CONFIGS = ["gpt2-small", "bert-base", "t5-small"]

@@ -16,7 +16,7 @@ from stages.report.curves import finetune_series, panels, pretrain_series
 from stages.report.html_report import render_html
 from stages.report.markdown import render_markdown
 from stages.report.run import run
-from tests.synthetic_run import write_run
+from tests.support.synthetic_run import write_run
 
 UPSTREAM = ("ingest", "tokenizer", "dataset", "pretrain", "finetune", "evaluate")
 

@@ -15,7 +15,7 @@ from views.run_source import load_run_source
 from pipeline.status import key_metrics
 from stages.report.content import build_report
 from stages.report.run import write_report
-from tests.synthetic_run import write_run
+from tests.support.synthetic_run import write_run
 
 # The demo's three tasks as measured: CoLA and MRPC predict one class throughout (their
 # majority-class scores on the dev sets: 721 of 1043, 279 of 408).

@@ -7,10 +7,10 @@ import json
 import re
 
 from cluster.cli import main
+from tests.support.synthetic_run import write_run
 from views.compare import default_output_dir
-from views.run_source import load_run_source
 from views.comparison import build_comparison, config_differences, overlaid_panels
-from tests.synthetic_run import write_run
+from views.run_source import load_run_source
 
 
 def two_runs(tmp_path):

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from views.run_source import load_run_source
+from tests.support.synthetic_run import write_run
 from views.comparison import build_comparison, intervals_differ
 from views.comparison_render import comparison_html, comparison_markdown
-from tests.synthetic_run import write_run
+from views.run_source import load_run_source
 
 
 def edit_json(path: Path, change) -> None:

@@ -11,9 +11,9 @@ import pytest
 
 from cluster.cli import main
 from pipeline.config import ConfigError
+from tests.support.dashboard_server import get, serve
+from tests.support.synthetic_run import write_run
 from views.dashboard import Dashboard
-from tests.dashboard_server import get, serve  # noqa: F401 - serve is a fixture
-from tests.synthetic_run import write_run
 from tests.unit.test_run_state import hold_lock
 
 

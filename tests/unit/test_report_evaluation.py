@@ -19,7 +19,7 @@ from stages.evaluate.run import clears_baseline
 from stages.report.content import build_report
 from stages.report.evaluation import format_number, judge, read_snapshots
 from stages.report.run import write_report
-from tests.synthetic_run import write_run
+from tests.support.synthetic_run import write_run
 
 
 def evaluate_dir(workdir: Path) -> Path:

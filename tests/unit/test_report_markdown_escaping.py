@@ -10,7 +10,7 @@ from views.comparison import build_comparison
 from views.comparison_render import comparison_markdown
 from stages.report.content import build_report
 from stages.report.markdown import render_markdown
-from tests.synthetic_run import write_run
+from tests.support.synthetic_run import write_run
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 SHOWN = "&lt;img src=x onerror=alert(1)&gt;"

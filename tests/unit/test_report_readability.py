@@ -20,7 +20,7 @@ from stages.report.evaluation_render import evaluation_html, snapshot_plots
 from stages.report.html_report import render_html
 from stages.report.markdown import render_markdown
 from stages.report.numbers import format_bytes, format_float, format_stat
-from tests.synthetic_run import write_run
+from tests.support.synthetic_run import write_run
 from tests.unit.test_engine import FakeStages, config_file, run  # noqa: F401  (fixture)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from views.run_source import load_run_source
 from stages.report.content import problems
-from tests.synthetic_run import write_run
+from tests.support.synthetic_run import write_run
 from tests.unit.test_run_state import DATA_STAGES, hold_lock, stage_dir
 
 

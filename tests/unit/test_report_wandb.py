@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline.wandb_stage_log import log_stage
-from tests.wandb_offline import offline_log
+from tests.support.wandb_offline import offline_log
 
 
 def experiment(mode: str):

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.config import ConfigError
 from pipeline.run_discovery import MAX_DEPTH, find_run_dirs, is_runs_root
-from tests.synthetic_run import write_run, write_sweep_point
+from tests.support.synthetic_run import write_run, write_sweep_point
 
 
 def decoy(directory) -> None:

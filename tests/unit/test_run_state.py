@@ -1,6 +1,6 @@
 """One notion of a run's state (pipeline.run_state): done over the selected stages only,
 running while a driver holds a stage lock, interrupted, failed, never run; the wall time
-of a stopped run stops with it. Runs are written by hand (tests/synthetic_run.py) or by
+of a stopped run stops with it. Runs are written by hand (tests/support/synthetic_run.py) or by
 the real engine with plain stage functions (no Ray)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pipeline.graph import STAGE_NAMES
 from pipeline.run_state import read_run_state
 from pipeline.status import stage_rows
 from storage.stage_lock import StageLock
-from tests.synthetic_run import write_run
+from tests.support.synthetic_run import write_run
 from tests.unit.test_engine import FakeStages, config_file, run  # noqa: F401  (fixture)
 
 DATA_STAGES = ["ingest", "tokenizer", "dataset", "pretrain"]

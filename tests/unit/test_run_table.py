@@ -13,11 +13,11 @@ import pytest
 import views.scaling as scaling
 from cluster.cli import main
 from storage.stage_lock import StageLock
+from tests.support.synthetic_run import write_run, write_sweep_point
 from views.run_source import load_run_source
 from views.run_table import build_run_table
 from views.run_table_render import format_duration, run_table_html, run_table_markdown
 from views.runs_report import render_runs, write_runs_report
-from tests.synthetic_run import write_run, write_sweep_point
 
 
 HELD: list[StageLock] = []  # stage locks this test holds, as a live driver would

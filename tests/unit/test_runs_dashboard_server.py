@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 
-from tests.dashboard_server import get, serve  # noqa: F401 - serve is a fixture
-from tests.synthetic_run import write_run, write_sweep_point
+from tests.support.dashboard_server import get, serve  # noqa: F401 - serve is a fixture
+from tests.support.synthetic_run import write_run, write_sweep_point
 
 
 def test_new_sweep_points_appear_on_the_next_request(tmp_path, serve):

@@ -22,7 +22,7 @@ from pipeline.graph import STAGE_NAMES
 from pipeline.planner import Selection, plan
 from pipeline.runner import StageFailed, run_pipeline
 from pipeline.status import render, stage_rows
-from tests.s3_server import SERVER_ENV, make_bucket
+from tests.support.s3_server import SERVER_ENV, make_bucket
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

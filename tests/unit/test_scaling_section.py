@@ -1,4 +1,4 @@
-"""The scaling section over hand-written runs (tests/synthetic_run.py): a table of each
+"""The scaling section over hand-written runs (tests/support/synthetic_run.py): a table of each
 fit's inputs and residuals that matches a fit done here with numpy, the exponent, a PNG
 per varying axis, downstream scores, and nothing at all for runs of one size."""
 
@@ -9,9 +9,9 @@ import re
 
 import numpy as np
 
+from tests.support.synthetic_run import write_run
 from views.run_source import load_run_source
 from views.scaling import scaling_section
-from tests.synthetic_run import write_run
 
 VOCAB, SEQ_LEN, LAYERS = 2048, 128, 2
 BATCH = {"micro_batch_size": 8, "gradient_accumulation_steps": 1, "num_workers": 2}  # 16 sequences a step

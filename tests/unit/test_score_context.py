@@ -11,10 +11,10 @@ from stages.finetune import intervals
 from stages.finetune.baselines import (
     best_constant_f1, chance_baseline_choices, majority_class, majority_class_accuracy, metric_baseline,
 )
-from stages.finetune.metrics import compute_metrics
+from stages.finetune.glue.metrics import compute_metrics
+from stages.finetune.glue.reader import read_split
 from stages.finetune.score_context import as_metrics, describe, glue_contexts, read_contexts, verdict
 from stages.finetune.tasks import get_task
-from stages.finetune.tasks.tsv import read_split
 
 
 def dev_labels(data_dir, task: str) -> np.ndarray:

@@ -16,7 +16,7 @@ import torch
 from stages.models import T5, T5Config
 from stages.models.t5.convert import hf_t5_config, t5_to_hf_t5
 from stages.models.generation import generate_seq2seq
-from tests.pinned import import_pinned
+from tests.support.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = import_pinned("transformers")

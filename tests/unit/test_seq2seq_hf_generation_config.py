@@ -15,7 +15,7 @@ from stages.finetune.config import FinetuneConfig
 from stages.finetune.hf_export import HF_DIR, HF_EXPORT_KEY, export_task_hf
 from stages.finetune.tasks import get_task
 from stages.models.generation import generate_seq2seq
-from tests.pinned import import_pinned
+from tests.support.pinned import import_pinned
 from tests.unit.test_finetune_hf_export import finetuned_task
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

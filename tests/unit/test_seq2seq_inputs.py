@@ -11,10 +11,10 @@ import pytest
 from pipeline.config import ConfigError, load_config
 from stages.finetune.seq2seq.encode import encode_rows
 from stages.finetune.seq2seq.reader import Seq2SeqDataError, read_split
-from stages.finetune.tasks.seq2seq_spec import Seq2SeqSpec, SplitFiles
+from stages.finetune.seq2seq.spec import Seq2SeqSpec, SplitFiles
 from stages.finetune.tasks import get_task
 from tests.conftest import DATA_DIR
-from tests.seq2seq_models import MULTI30K, write_seq2seq_model
+from tests.support.seq2seq_models import MULTI30K, write_seq2seq_model
 
 ENGLISH = (MULTI30K / "val.en").read_text(encoding="utf-8").splitlines()[:12]
 GERMAN = (MULTI30K / "val.de").read_text(encoding="utf-8").splitlines()[:12]

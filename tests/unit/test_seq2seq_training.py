@@ -14,14 +14,14 @@ import pytest
 import torch
 
 from stages.finetune.config import FinetuneConfig
-from stages.finetune.families.base import TaskRequest
 from stages.finetune.families.registry import family_for
 from stages.finetune.model_source import load_backbone, resolve_model_source
 from stages.finetune.seq2seq.average import WeightSnapshots, snapshot_due
-from stages.finetune.tasks.seq2seq_spec import Seq2SeqSpec, SplitFiles
+from stages.finetune.seq2seq.spec import Seq2SeqSpec, SplitFiles
 from stages.finetune.task_defaults import config_for_task
+from stages.finetune.task_family import TaskRequest
 from stages.text_metrics import read_lines
-from tests.seq2seq_models import MULTI30K, write_seq2seq_model
+from tests.support.seq2seq_models import MULTI30K, write_seq2seq_model
 
 KINDS = ("transformer", "t5", "gpt")
 

@@ -23,7 +23,7 @@ from stages.models.bert.span_boundary import SBO_MAX_SPAN_TOKENS, span_boundary_
 from stages.objectives.registry import build_batch_builder, build_objective
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.model_config import model_config
-from tests.engine_subprocess import run_engine_script
+from tests.support.engine_subprocess import run_engine_script
 from tests.unit.test_dataset_objectives import build, make_corpus, make_tokenizer
 
 X = -100  # not predicted
@@ -179,7 +179,7 @@ def test_sbo_trains_on_static_and_dynamic_span_datasets(span_datasets, masking):
     assert torch.isfinite(out.loss)
 
 
-# A real DeepSpeed engine in a subprocess (tests/engine_subprocess.py): span masks drawn
+# A real DeepSpeed engine in a subprocess (tests/support/engine_subprocess.py): span masks drawn
 # by the dataset's SpanMaskingPolicy, a few ZeRO-2 bf16 steps, then the gathered fp32
 # weights (SBO head included) scored again in a fresh model.
 ENGINE_SCRIPT = r"""
@@ -189,7 +189,7 @@ from stages.data.span_masking import SpanMaskingPolicy
 from stages.models import BertConfig, BertForPreTraining
 from stages.objectives.mlm.loss import MaskedLM
 from stages.training.engine import full_fp32_state_dict
-from tests.engine_subprocess import train_steps
+from tests.support.engine_subprocess import train_steps
 
 dist.init_process_group("gloo", rank=0, world_size=1)
 torch.manual_seed(0)

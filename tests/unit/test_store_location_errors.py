@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cli import REPO_ROOT, cli_command, cli_env
-from tests.s3_server import make_bucket
+from tests.support.s3_server import make_bucket
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from stages.finetune.conll.reader import ConllSentences
-from stages.finetune.encode import load_task_tokenizer, raw_tokenizer
-from stages.finetune.text_to_text.ner import (
+from stages.finetune.conll.text_to_text import (
     MAX_TARGET_LEN, Entity, encode_ner, entities_from_tags, ner_source, ner_target, ner_text_scores, parse_tags,
     word_tags,
 )
+from stages.finetune.encode import load_task_tokenizer, raw_tokenizer
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer
 

@@ -14,16 +14,17 @@ import torch.nn.functional as F
 
 from stages.finetune.config import FinetuneConfig
 from stages.finetune.encode import load_task_tokenizer
-from stages.finetune.families.base import TaskRequest
-from stages.finetune.families.glue import glue_scores
 from stages.finetune.families.registry import family_for
-from stages.finetune.outputs import UNREADABLE, write_dev_predictions, write_submission
+from stages.finetune.glue.examples import TaskExamples
+from stages.finetune.glue.family import glue_scores
+from stages.finetune.glue.outputs import UNREADABLE, write_dev_predictions, write_submission
+from stages.finetune.glue.rank import enable_rank_scoring, label_targets, ranks_labels
+from stages.finetune.glue.reader import read_split
+from stages.finetune.glue.text_to_text import encode_text_to_text
+from stages.finetune.glue.text_to_text import unreadable_facts
+from stages.finetune.task_family import TaskRequest
 from stages.finetune.tasks import get_task
-from stages.finetune.tasks.examples import TaskExamples
-from stages.finetune.tasks.tsv import read_split
-from stages.finetune.text_to_text import encode_text_to_text
-from stages.finetune.text_to_text.glue import unreadable_facts
-from stages.finetune.text_to_text.rank import enable_rank_scoring, label_log_likelihoods, label_targets, ranks_labels
+from stages.finetune.text_to_text.model import label_log_likelihoods
 from stages.models import build_model
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer

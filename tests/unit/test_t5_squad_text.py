@@ -9,7 +9,7 @@ import pytest
 
 from stages.finetune.encode import load_task_tokenizer, raw_tokenizer
 from stages.finetune.squad.reader import Answer, SquadExample
-from stages.finetune.text_to_text.squad import (
+from stages.finetune.squad.text_to_text import (
     MAX_TARGET_LEN, answers_cut_off, encode_squad, generated_answers, squad_source, squad_target, squad_text_scores,
 )
 from stages.tokenizer.config import TokenizerConfig

@@ -9,12 +9,13 @@ import pytest
 import torch
 
 from stages.finetune.conll.reader import ConllSentences
+from stages.finetune.conll.text_to_text import encode_ner, ner_source, ner_target, word_tags
+from stages.finetune.conll.text_to_text import MAX_TARGET_LEN as NER_TARGET_LEN
 from stages.finetune.encode import load_task_tokenizer
 from stages.finetune.squad.reader import Answer, SquadExample
-from stages.finetune.text_to_text import TextToTextModel, generated_texts
-from stages.finetune.text_to_text.ner import encode_ner, ner_source, ner_target, word_tags
-from stages.finetune.text_to_text.ner import MAX_TARGET_LEN as NER_TARGET_LEN
-from stages.finetune.text_to_text.squad import encode_squad, generated_answers, squad_source
+from stages.finetune.squad.text_to_text import encode_squad, generated_answers, squad_source
+from stages.finetune.text_to_text.model import TextToTextModel
+from stages.finetune.text_to_text.pairs import generated_texts
 from stages.models import build_model
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer, finish_tokenizer

@@ -14,7 +14,7 @@ from pipeline.context import StageContext
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.recipes import build_recipe, build_tokenizer
 from stages.tokenizer.run import run as run_tokenizer
-from tests.pinned import import_pinned
+from tests.support.pinned import import_pinned
 
 
 def train(ingest_dir: Path, output_dir: Path, seed: int = 0, **options) -> dict:

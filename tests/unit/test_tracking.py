@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from stages.tracking import MetricsLog, Tracker, open_tracker
-from tests.wandb_offline import offline_log
+from tests.support.wandb_offline import offline_log
 
 
 def experiment(mode: str):

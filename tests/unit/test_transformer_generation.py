@@ -14,7 +14,7 @@ import torch
 
 from stages.models import T5Config, Transformer
 from stages.models.generation import generate_seq2seq
-from tests.perturb import perturb_
+from tests.support.perturb import perturb_
 
 CONFIG = T5Config(variant="transformer", vocab_size=29, hidden_size=32, ff_size=64, num_layers=2, num_heads=4,
                   dropout=0.0)

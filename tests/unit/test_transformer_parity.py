@@ -16,7 +16,7 @@ import torch.nn as nn
 
 from stages.models import T5Config, Transformer
 from stages.models.positions import sinusoidal_positions
-from tests.perturb import perturb_
+from tests.support.perturb import perturb_
 
 VOCAB = 71
 # 3 encoder and 2 decoder blocks so that a converter mixing up the stacks' layers fails.

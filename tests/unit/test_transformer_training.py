@@ -13,19 +13,20 @@ import torch
 from stages.evaluate.requests import GenerationRequest, LoglikelihoodRequest
 from stages.evaluate.scorers import T5Scorer, load_scorer
 from stages.finetune.families.registry import family_for
+from stages.finetune.glue.text_to_text import MAX_TARGET_LEN
 from stages.finetune.model_source import load_backbone, resolve_model_source
 from stages.finetune.saved_model import load_finetuned, save_finetuned
 from stages.finetune.tasks import get_task
-from stages.finetune.text_to_text import MAX_TARGET_LEN, TextToTextModel
+from stages.finetune.text_to_text.model import TextToTextModel
 from stages.models import Transformer, build_model, save_pretrained
 from stages.models.generation import generate_seq2seq
-from tests.engine_subprocess import run_engine_script
-from tests.pretrained_dirs import book_paragraphs, train_tokenizer
+from tests.support.engine_subprocess import run_engine_script
+from tests.support.pretrained_dirs import book_paragraphs, train_tokenizer
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
-# A real DeepSpeed engine in a subprocess (see tests/engine_subprocess.py).
+# A real DeepSpeed engine in a subprocess (see tests/support/engine_subprocess.py).
 ENGINE_SCRIPT = r"""
 import functools, json, torch
 import torch.distributed as dist
@@ -33,7 +34,7 @@ from stages.models import Transformer
 from stages.models.config import preset_config
 from stages.objectives.span.loss import SpanCorruption
 from stages.training.engine import full_fp32_state_dict
-from tests.engine_subprocess import train_steps
+from tests.support.engine_subprocess import train_steps
 
 dist.init_process_group("gloo", rank=0, world_size=1)
 torch.manual_seed(0)
@@ -104,7 +105,7 @@ def test_text_to_text_fine_tuning_builds_trains_and_reloads_from_a_saved_transfo
 
 
 def test_the_evaluate_scorer_scores_a_transformer_as_a_t5(tmp_path):
-    # The pretrain stage's model/ folder, as for a T5 (tests/pretrained_dirs.py also
+    # The pretrain stage's model/ folder, as for a T5 (tests/support/pretrained_dirs.py also
     # exports hf/, which this model has not).
     tokenizer, _ = train_tokenizer("t5", 512, book_paragraphs(8000))
     pad, eos = tokenizer.token_to_id("<pad>"), tokenizer.token_to_id("</s>")

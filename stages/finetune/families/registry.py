@@ -12,13 +12,13 @@ one it has no format for: a T5 fine-tunes every task as text to text, or not at 
 
 from __future__ import annotations
 
-from stages.finetune.families.base import TaskFamily
-from stages.finetune.families.conll import ConllFamily
-from stages.finetune.families.glue import GlueFamily
-from stages.finetune.families.squad import SquadFamily
-from stages.finetune.families.seq2seq import Seq2SeqFamily
+from stages.finetune.conll.family import ConllFamily
 from stages.finetune.families.text_to_text import TextToTextFamily
-from stages.finetune.tasks.seq2seq_spec import BERT_REFUSAL, Seq2SeqSpec
+from stages.finetune.glue.family import GlueFamily
+from stages.finetune.seq2seq.family import Seq2SeqFamily
+from stages.finetune.seq2seq.spec import BERT_REFUSAL, Seq2SeqSpec
+from stages.finetune.squad.family import SquadFamily
+from stages.finetune.task_family import TaskFamily
 
 # Seq2SeqFamily first: it takes translation and summarization on T5 and GPT alike, before
 # TextToTextFamily claims every other task of a T5.

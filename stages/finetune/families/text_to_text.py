@@ -24,20 +24,23 @@ from typing import Any
 
 import numpy as np
 
+from stages.finetune.conll import text_to_text as ner
+from stages.finetune.conll.family import ConllFamily, read_conll_sentences
+from stages.finetune.conll.spec import ConllSpec
 from stages.finetune.encode import load_task_tokenizer
-from stages.finetune.families.base import TaskFamily, TaskRequest
-from stages.finetune.families.conll import ConllFamily, read_conll_sentences
-from stages.finetune.families.glue import GlueFamily, glue_prepared, glue_scores, read_glue_splits
-from stages.finetune.families.squad import SquadFamily, read_squad_questions, squad_metrics, write_json
-from stages.finetune.outputs import predictions_from_outputs
+from stages.finetune.glue import text_to_text as glue_text
+from stages.finetune.glue.family import GlueFamily, glue_prepared, glue_scores, read_glue_splits
+from stages.finetune.glue.outputs import predictions_from_outputs
+from stages.finetune.glue.rank import enable_rank_scoring, ranks_labels
+from stages.finetune.glue.spec import TaskSpec
 from stages.finetune.prepared import PreparedTask
-from stages.finetune.tasks import ConllSpec, SquadSpec, TaskSpec, get_task
-from stages.finetune.text_to_text import glue as glue_text
-from stages.finetune.text_to_text import ner
-from stages.finetune.text_to_text import squad as squad_text
+from stages.finetune.squad import text_to_text as squad_text
+from stages.finetune.squad.family import SquadFamily, read_squad_questions, squad_metrics, write_json
+from stages.finetune.squad.spec import SquadSpec
+from stages.finetune.task_family import TaskFamily, TaskRequest
+from stages.finetune.tasks import get_task
 from stages.finetune.text_to_text.model import TextToTextModel
 from stages.finetune.text_to_text.pairs import generated_texts
-from stages.finetune.text_to_text.rank import enable_rank_scoring, ranks_labels
 
 
 # Each format reads its rows and writes its files as the head family of its task kind

@@ -24,11 +24,10 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from stages.data.masking import IGNORE_INDEX
 from stages.finetune.encode import END_OF_TEXT, PAD, EncodedSplit
 from stages.finetune.seq2seq.reader import Seq2SeqDataError, Seq2SeqRows
-from stages.finetune.tasks.seq2seq_spec import Seq2SeqSpec
-
-IGNORE_INDEX = -100
+from stages.finetune.seq2seq.spec import Seq2SeqSpec
 LAYOUTS = ("encoder_decoder", "decoder_only")
 
 

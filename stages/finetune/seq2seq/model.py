@@ -20,9 +20,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from stages.data.masking import IGNORE_INDEX
 from stages.finetune.text_to_text.model import TextToTextModel
-
-IGNORE_INDEX = -100
 
 
 @dataclass(frozen=True)
@@ -99,7 +98,7 @@ class EncoderDecoderSeq2Seq(TextToTextModel):
         end = self.backbone.config.eos_token_id
         import torch.distributed as dist
 
-        # ZeRO-3 (greedy only; families.seq2seq refuses beams there): every rank decodes the
+        # ZeRO-3 (greedy only; seq2seq.family refuses beams there): every rank decodes the
         # same number of steps, so the limit is the fixed width, not this rank's longest source.
         synced = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1 and \
             self.decoding.num_beams == 1 and getattr(self, "synced_ranks", False)

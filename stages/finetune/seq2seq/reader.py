@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stages.finetune.tasks.seq2seq_spec import Seq2SeqSpec, SplitFiles
+from stages.finetune.seq2seq.spec import Seq2SeqSpec, SplitFiles
 
 
 class Seq2SeqDataError(ValueError):

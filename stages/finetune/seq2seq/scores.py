@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from stages.finetune.seq2seq.reader import Seq2SeqRows
-from stages.finetune.tasks.seq2seq_spec import Seq2SeqSpec
+from stages.finetune.seq2seq.spec import Seq2SeqSpec
 from stages.finetune.text_to_text.pairs import generated_texts
 
 

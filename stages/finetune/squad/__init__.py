@@ -1,11 +1,13 @@
-"""SQuAD v1.1 / v2.0: reading the official JSON, sliding windows over long contexts,
-n-best span decoding, and the official EM / F1.
+"""SQuAD v1.1 / v2.0: extractive question answering.
 
-    reader.py    official JSON -> SquadExample (v2.0 `is_impossible`, plausible answers)
-    windows.py   question + context windows as fixed-length token arrays with offsets
-    decode.py    start/end logits -> n-best answers, null-answer odds (v2.0)
-    evaluate.py  EM / F1 as the official evaluation scripts, null threshold search
+    spec.py          SquadSpec and the two built-in tasks (light)
+    reader.py        official JSON -> SquadExample (v2.0 `is_impossible`, plausible answers)
+    hub.py           the same from the Hugging Face Hub (finetune.source: hub)
+    windows.py       question + context windows as fixed-length token arrays with offsets
+    decode.py        start/end logits -> n-best answers, null-answer odds (v2.0)
+    evaluate.py      EM / F1 as the official evaluation scripts, null threshold search
+    family.py        SquadFamily: prepare, span head, predictions, metrics.json
+    text_to_text.py  the T5 format: "question: ... context: ..." -> the answer text
 
-The finetune stage's SQuAD task family (preparing, scoring, writing the files) is
-`stages.finetune.families.squad`.
+Light: importing the package imports none of them.
 """

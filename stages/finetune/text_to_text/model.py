@@ -1,10 +1,12 @@
 """The T5 that fine-tunes as text to text: teacher forcing to train, greedy decoding (or
-ranking the label words, `text_to_text.rank`) to predict."""
+ranking the label words, `glue.rank`) to predict."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
+
+from stages.data.masking import IGNORE_INDEX
 
 
 class TextToTextModel(nn.Module):
@@ -26,8 +28,6 @@ class TextToTextModel(nn.Module):
         if labels is not None:
             return self.backbone(input_ids, attention_mask, labels=labels)
         if self.label_targets is not None:
-            from stages.finetune.text_to_text.rank import label_log_likelihoods
-
             targets = self.label_targets.to(input_ids.device)
             return label_log_likelihoods(self.backbone, input_ids, attention_mask, targets), None
         from stages.models.generation import generate_seq2seq
@@ -45,3 +45,20 @@ class TextToTextModel(nn.Module):
         padded = torch.full((ids.size(0), self.max_target_len), -1, dtype=torch.long, device=ids.device)
         padded[:, :ids.size(1)] = ids
         return padded.float(), None
+
+
+def label_log_likelihoods(backbone, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+                          targets: torch.Tensor) -> torch.Tensor:
+    """log P(target | source) summed over each target's tokens: (B, num_targets).
+    targets: (C, L) ids, IGNORE_INDEX after </s>."""
+    batch, num_targets = input_ids.size(0), targets.size(0)
+    memory = backbone.encode(input_ids, attention_mask)  # (B, S, H)
+    # Row b * C + c pairs source b with target c.
+    memory = memory.repeat_interleave(num_targets, dim=0)  # (B*C, S, H)
+    mask = None if attention_mask is None else attention_mask.repeat_interleave(num_targets, dim=0)  # (B*C, S)
+    tiled = targets.repeat(batch, 1)  # (B*C, L)
+    logits = backbone.decode(backbone.shift_right(tiled), memory, mask)  # (B*C, L, V)
+    log_probs = logits.float().log_softmax(dim=-1)
+    scored = tiled != IGNORE_INDEX
+    token_log_probs = log_probs.gather(-1, tiled.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (B*C, L)
+    return (token_log_probs * scored).sum(dim=1).view(batch, num_targets)

@@ -16,9 +16,8 @@ from functools import lru_cache
 import numpy as np
 from tokenizers import Tokenizer
 
+from stages.data.masking import IGNORE_INDEX
 from stages.finetune.encode import EncodedSplit, raw_tokenizer
-
-IGNORE_INDEX = -100
 EOS = "</s>"
 
 

@@ -23,12 +23,12 @@ import numpy as np
 from stages.finetune.conll.encode import encode_sentences, word_predictions
 from stages.finetune.conll.evaluate import entity_counts, entity_scores, write_conlleval
 from stages.finetune.conll.reader import ConllSentences, read_conll
+from stages.finetune.conll.spec import ConllSpec
 from stages.finetune.encode import load_task_tokenizer
-from stages.finetune.families.base import TaskFamily, TaskRequest
 from stages.finetune.intervals import micro_f1
 from stages.finetune.prepared import PreparedTask
 from stages.finetune.score_context import as_metrics, resampled_context
-from stages.finetune.tasks import ConllSpec
+from stages.finetune.task_family import TaskFamily, TaskRequest
 
 SCORED_SPLITS = ("dev", "test")
 
@@ -82,7 +82,7 @@ def read_conll_sentences(request: TaskRequest) -> dict[str, ConllSentences]:
     max_eval_examples for dev and test), from the files or the Hub."""
     spec, cfg, seed = request.spec, request.cfg, request.seed
     if cfg.source == "hub":
-        from stages.finetune.hub import read_conll_splits
+        from stages.finetune.conll.hub import read_conll_splits
 
         sentences = read_conll_splits(spec)
     else:

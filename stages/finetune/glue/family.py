@@ -17,17 +17,17 @@ from typing import Any, Callable
 import numpy as np
 
 from stages.finetune.encode import encode_texts, load_task_tokenizer
-from stages.finetune.families.base import TaskFamily, TaskRequest
-from stages.finetune.metrics import compute_metrics
-from stages.finetune.outputs import (
+from stages.finetune.glue.examples import TaskExamples
+from stages.finetune.glue.metrics import compute_metrics
+from stages.finetune.glue.outputs import (
     DEV_PREDICTIONS_NAME, predictions_from_outputs, write_dev_predictions, write_submission,
 )
+from stages.finetune.glue.reader import read_split
+from stages.finetune.glue.spec import TaskSpec
+from stages.finetune.glue.text_to_text import unreadable_facts
 from stages.finetune.prepared import PreparedTask
 from stages.finetune.score_context import as_metrics, describe, glue_contexts, read_contexts
-from stages.finetune.tasks import TaskSpec
-from stages.finetune.tasks.examples import TaskExamples
-from stages.finetune.tasks.tsv import read_split
-from stages.finetune.text_to_text.glue import unreadable_facts
+from stages.finetune.task_family import TaskFamily, TaskRequest
 
 
 class GlueFamily(TaskFamily):
@@ -69,7 +69,7 @@ def read_glue_splits(request: TaskRequest) -> dict[str, TaskExamples]:
     or from the Hub."""
     spec, cfg, seed = request.spec, request.cfg, request.seed
     if cfg.source == "hub":
-        from stages.finetune.hub import read_glue_split
+        from stages.finetune.glue.hub import read_glue_split
 
         read = partial(read_glue_split, spec)
     else:

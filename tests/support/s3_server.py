@@ -16,7 +16,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from tests.environment import environment
+from tests.support.environment import environment
 
 SERVER_ENV = {"AWS_ACCESS_KEY_ID": "testing-key", "AWS_SECRET_ACCESS_KEY": "testing-secret",
               "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}

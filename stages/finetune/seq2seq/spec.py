@@ -140,7 +140,7 @@ class Seq2SeqSpec(Section):
     @property
     def num_labels(self) -> int:
         """The generated ids' width with the default decoding length (source + 50): what a
-        model rebuilt from head_config generates at most (`families.seq2seq`)."""
+        model rebuilt from head_config generates at most (`seq2seq.family`)."""
         return self.max_source_len + 50
 
     labels: ClassVar[None] = None  # no label words: head_config records None
@@ -203,7 +203,7 @@ def load_seq2seq_spec(path: str | Path) -> Seq2SeqSpec:
     path = Path(path).expanduser()
     if not path.is_file():
         raise Seq2SeqSpecError(f"finetune.task_specs: {path} does not exist; give the path of a sequence-to-sequence "
-                               "task spec YAML (stages/finetune/tasks/seq2seq_spec.py shows its keys)")
+                               "task spec YAML (stages/finetune/seq2seq/spec.py shows its keys)")
     try:
         raw, lines = load_yaml_with_lines(path)
     except ValueError as error:

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import psutil
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cluster_script(script: str, workdir: Path, marker: str, *, timeout: float) -> str:
-    """`python tests/<script> WORKDIR`; fails the test unless it exits 0 having printed
+    """`python tests/support/<script> WORKDIR`; fails the test unless it exits 0 having printed
     `marker`, and returns its output. Whatever it left running (it hung, or died before
     its own cleanup) is ended."""
     started = time.time()
     process = subprocess.Popen(
-        [sys.executable, str(REPO_ROOT / "tests" / script), str(workdir)],
+        [sys.executable, str(Path(__file__).with_name(script)), str(workdir)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT)
     try:

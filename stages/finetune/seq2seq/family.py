@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from stages.finetune.families.base import TaskFamily, TaskRequest
 from stages.finetune.prepared import PreparedTask
 from stages.finetune.seq2seq.reader import Seq2SeqRows, read_split
-from stages.finetune.tasks.seq2seq_spec import Seq2SeqSpec
+from stages.finetune.seq2seq.spec import Seq2SeqSpec
+from stages.finetune.task_family import TaskFamily, TaskRequest
 from stages.training.model_source import ModelSource
 
 SCORED_SPLITS = ("dev", "test")

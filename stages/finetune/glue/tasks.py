@@ -7,7 +7,7 @@ in the submission (RTE wants "entailment", SST-2 wants "1").
 
 from __future__ import annotations
 
-from stages.finetune.tasks.spec import TaskSpec, TsvFile
+from stages.finetune.glue.spec import TaskSpec, TsvFile
 
 _BINARY = ("0", "1")
 _ENTAILMENT = ("entailment", "not_entailment")

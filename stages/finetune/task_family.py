@@ -12,7 +12,9 @@ then only calls these methods:
     metrics = family.write_outputs(request, prepared, outputs, task_dir)   # driver, after training
     print(family.summary(spec, metrics))
 
-Adding a task kind means one new family file and one line in the registry.
+Adding a task kind means one new folder beside glue/ and squad/ (its spec, reader,
+encoding, family and metrics), its specs in `stages.finetune.tasks` and one line in the
+registry (`stages.finetune.families.registry`).
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from stages.finetune.config import FinetuneConfig
 from stages.finetune.model_source import build_task_model
 from stages.finetune.prepared import PreparedTask
+from stages.section import Section
 from stages.training.model_source import ModelSource
 
 
@@ -35,8 +37,10 @@ class TaskRequest:
     """One task to prepare and write outputs for.
 
     spec:      the task (`stages.finetune.tasks`: TaskSpec, SquadSpec or ConllSpec)
-    cfg:       the finetune section with the task's own defaults filled in
-               (`stages.finetune.task_defaults.config_for_task`)
+    cfg:       the finetune section (a `stages.finetune.config.FinetuneConfig`) with the
+               task's own defaults filled in (`stages.finetune.task_defaults.config_for_task`);
+               typed by its base here because the config imports the task registry, and
+               so every task kind's folder, which import this module
     seed:      seeds the train/dev subsets (and the workers' shuffling and head init)
     source:    the model it starts from (`model_source.resolve_model_source`): its
                tokenizer and family ("gpt", "bert", "t5")
@@ -44,7 +48,7 @@ class TaskRequest:
     """
 
     spec: Any
-    cfg: FinetuneConfig
+    cfg: Section
     seed: int
     source: ModelSource
     data_dir: Path

@@ -11,24 +11,15 @@ from __future__ import annotations
 
 import difflib
 
-from stages.finetune.tasks.glue import GLUE_TASKS
-from stages.finetune.conll.reader import CONLL_LABELS
-from stages.finetune.tasks.seq2seq_spec import BUILTIN_SEQ2SEQ, Seq2SeqSpec, load_seq2seq_spec
-from stages.finetune.tasks.spec import ConllSpec, SquadSpec, TaskSpec
+from stages.finetune.conll.spec import CONLL_TASKS, ConllSpec
+from stages.finetune.glue.spec import TaskSpec
+from stages.finetune.glue.tasks import GLUE_TASKS
+from stages.finetune.seq2seq.spec import BUILTIN_SEQ2SEQ, Seq2SeqSpec, load_seq2seq_spec
+from stages.finetune.squad.spec import SQUAD_TASKS, SquadSpec
 
-OTHER_TASKS = {
-    spec.name: spec
-    for spec in [
-        SquadSpec(name="squad", version="1.1", train_file="train-v1.1.json", dev_file="dev-v1.1.json",
-                  description="extractive question answering, every question has an answer"),
-        SquadSpec(name="squad_v2", version="2.0", train_file="train-v2.0.json", dev_file="dev-v2.0.json",
-                  description="extractive question answering with unanswerable questions"),
-        ConllSpec(name="conll2003", directory="conll2003",
-                  files={"train": "train.txt", "dev": "valid.txt", "test": "test.txt"},
-                  labels=CONLL_LABELS, description="named entities PER, ORG, LOC, MISC (IOB2)"),
-    ]
+TASKS: dict[str, TaskSpec | SquadSpec | ConllSpec | Seq2SeqSpec] = {
+    **GLUE_TASKS, **SQUAD_TASKS, **CONLL_TASKS, **BUILTIN_SEQ2SEQ,
 }
-TASKS: dict[str, TaskSpec | SquadSpec | ConllSpec | Seq2SeqSpec] = {**GLUE_TASKS, **OTHER_TASKS, **BUILTIN_SEQ2SEQ}
 # Tasks from users' spec files (finetune.task_specs), by name; filled by register_task_spec.
 USER_TASKS: dict[str, Seq2SeqSpec] = {}
 

@@ -3,9 +3,9 @@ the run's files, whose driver never holds a stage's bulk output; exit non-zero o
 Run by tests/integration/test_bucket_run_multinode.py in its own process, because a Ray
 cluster cannot share the test session's Ray instance.
 
-    python tests/multinode_bucket_run.py WORKDIR
+    python tests/support/multinode_bucket_run.py WORKDIR
 
-A real S3 server on loopback (moto's, tests/s3_server.py) holds the workdir. A
+A real S3 server on loopback (moto's, tests/support/s3_server.py) holds the workdir. A
 `ray.cluster_utils.Cluster` has a head with no CPUs, where the `pretrain` CLI (the driver)
 runs, as on a real cluster whose head only coordinates, and nodes B and C with one CPU
 each, whose raylets (and so every worker they start) have their own PRETRAIN_MIRROR. The
@@ -33,7 +33,7 @@ import sys
 import threading
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
 CONFIG = "configs/gpt-tiny.yaml"
@@ -101,7 +101,7 @@ def main(workdir: Path) -> None:
     from storage.artifact_store import open_store
     from pipeline.runner import load_run_index
     from storage.local_store import LocalArtifactStore
-    from tests.s3_server import make_bucket, s3_server
+    from tests.support.s3_server import make_bucket, s3_server
 
     driver_mirror = workdir / "driver-mirror"
     node_mirrors = {"B": workdir / "node-b-mirror", "C": workdir / "node-c-mirror"}

@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
-from tests.environment import environment
+from tests.support.environment import environment
 
 START_SECONDS = 20.0
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from stages.finetune.tasks.examples import TaskExamples
-from stages.finetune.tasks.spec import TaskSpec
+from stages.finetune.glue.examples import TaskExamples
+from stages.finetune.glue.spec import TaskSpec
 
 GLUE_SUBDIR = "glue_data"
 

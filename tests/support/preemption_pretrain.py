@@ -3,7 +3,7 @@ boundary each time, restarts from it, and ends exactly as the uninterrupted run;
 non-zero on failure. Run by tests/integration/test_pretrain_preemption.py in its own
 process (a Ray cluster cannot share the test session's Ray instance).
 
-    python tests/preemption_pretrain.py WORKDIR
+    python tests/support/preemption_pretrain.py WORKDIR
 
 `ray.cluster_utils.Cluster`: a head with no CPUs and three nodes with one CPU each, so the
 two training workers run on two nodes and the third is where a restart goes when one of
@@ -38,7 +38,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
 from pipeline.context import StageContext  # noqa: E402
@@ -130,7 +130,7 @@ def main(workdir: Path) -> None:
 
     import stages.pretrain.run as pretrain_stage
     from stages.pretrain.config import PretrainConfig
-    from tests.counting_dataset import TINY_GPT, logged_records, pretrain_context, write_stage_inputs
+    from tests.support.counting_dataset import TINY_GPT, logged_records, pretrain_context, write_stage_inputs
 
     config = dict(model=TINY_GPT, num_workers=2, zero_stage=2, precision="fp32", micro_batch_size=4, lr=1e-2,
                   warmup_steps=2, max_steps=MAX_STEPS, log_every=1, eval_every=MAX_STEPS, eval_batches=2,

@@ -11,7 +11,7 @@ unreadable: class -1, scored as wrong (as in the T5 paper), written as `<unreada
 next to the raw generation in dev_predictions.tsv, and as the first label only in the
 GLUE submission file (the GLUE server needs a label on every row; metrics.json counts
 them, `test_unreadable_predictions`). With finetune.t5_scoring: rank, nothing is
-generated: each label word is scored by its likelihood (`text_to_text.rank`).
+generated: each label word is scored by its likelihood (`glue.rank`).
 
 STS-B: the target is the gold score rounded to the nearest 0.2 and written with one
 decimal ("3.8"), as T5 does (so the model picks one of 26 strings). The generation is
@@ -99,7 +99,7 @@ def parsed_scores(tokenizer_path: str, outputs: np.ndarray) -> np.ndarray:
 
 def file_predictions(spec, tokenizer_path: str, outputs: np.ndarray) -> np.ndarray:
     """What the generations say: class ids, -1 where no label word; or STS-B scores, NaN
-    where not a number (`stages.finetune.outputs` writes both as <unreadable>)."""
+    where not a number (`stages.finetune.glue.outputs` writes both as <unreadable>)."""
     if spec.is_regression:
         return parsed_scores(tokenizer_path, outputs)
     return class_ids(spec, tokenizer_path, outputs)
@@ -114,8 +114,8 @@ def scored_predictions(spec, tokenizer_path: str, outputs: np.ndarray) -> np.nda
 
 def text_to_text_scores(spec, tokenizer_path: str, labels: np.ndarray, outputs: np.ndarray) -> dict[str, float]:
     """The task's GLUE metrics on the generations, and `unreadable_predictions`."""
-    from stages.finetune.metrics import compute_metrics
-    from stages.finetune.outputs import unreadable_rows
+    from stages.finetune.glue.metrics import compute_metrics
+    from stages.finetune.glue.outputs import unreadable_rows
 
     predicted = file_predictions(spec, tokenizer_path, outputs)
     unreadable = int(unreadable_rows(predicted).sum())
@@ -127,7 +127,7 @@ def text_to_text_scores(spec, tokenizer_path: str, labels: np.ndarray, outputs: 
 def unreadable_facts(spec, cfg, dev_predictions: np.ndarray, test_predictions: np.ndarray) -> dict:
     """A generating T5: the share of dev generations that are no label word (no number),
     the unreadable test rows, and a warning past finetune.max_unreadable_fraction."""
-    from stages.finetune.outputs import DEV_PREDICTIONS_NAME, UNREADABLE, unreadable_rows
+    from stages.finetune.glue.outputs import DEV_PREDICTIONS_NAME, UNREADABLE, unreadable_rows
 
     count = int(unreadable_rows(dev_predictions).sum())
     fraction = count / max(1, len(dev_predictions))

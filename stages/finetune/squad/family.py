@@ -26,15 +26,15 @@ from typing import Any
 import numpy as np
 
 from stages.finetune.encode import EncodedSplit, load_task_tokenizer, pair_layout, raw_tokenizer
-from stages.finetune.families.base import TaskFamily, TaskRequest
 from stages.finetune.intervals import mean
 from stages.finetune.prepared import PreparedTask
 from stages.finetune.score_context import ScoreContext, as_metrics, proportion_context, resampled_context
 from stages.finetune.squad.decode import Decoded, decode
 from stages.finetune.squad.evaluate import best_threshold, per_question_scores, score_question, squad_scores
 from stages.finetune.squad.reader import SquadExample, read_squad, split_by_article
+from stages.finetune.squad.spec import SquadSpec
 from stages.finetune.squad.windows import build_windows
-from stages.finetune.tasks import SquadSpec
+from stages.finetune.task_family import TaskFamily, TaskRequest
 
 AT_THRESHOLD_0 = "_at_threshold_0"  # v2.0: the scores with no-answer where null odds > 0
 
@@ -119,7 +119,7 @@ def read_squad_questions(request: TaskRequest) -> tuple[list[SquadExample], list
     (finetune.max_train_examples, max_eval_examples), from the files or the Hub."""
     spec, cfg, seed = request.spec, request.cfg, request.seed
     if cfg.source == "hub":
-        from stages.finetune.hub import SQUAD_HUB, read_squad_splits
+        from stages.finetune.squad.hub import SQUAD_HUB, read_squad_splits
 
         (train, dev), split_note = read_squad_splits(spec), f"{SQUAD_HUB[spec.version]} from the Hub"
     else:

@@ -16,17 +16,16 @@ STS-B, SQuAD and CoNLL-2003 always generate.
 Only the workers rank: the saved model/ predicts by generating unless its
 `label_targets` are set (`enable_rank_scoring`).
 
-One encoder pass and one decoder pass (all label words of all rows at once) per batch,
-on every rank alike: under ZeRO-3 each pass gathers parameters collectively, and every
-rank predicts the same number of batches (`stages.finetune.batches.prediction_shard`).
+The scoring itself (`text_to_text.model.label_log_likelihoods`) is one encoder pass and
+one decoder pass (all label words of all rows at once) per batch, on every rank alike:
+under ZeRO-3 each pass gathers parameters collectively, and every rank predicts the same
+number of batches (`stages.finetune.batches.prediction_shard`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-
-from stages.finetune.text_to_text.pairs import IGNORE_INDEX
 
 
 def ranks_labels(spec, t5_scoring: str) -> bool:
@@ -37,28 +36,11 @@ def ranks_labels(spec, t5_scoring: str) -> bool:
 def label_targets(spec, tokenizer_path: str) -> np.ndarray:
     """The task's label words as decoder targets (num_labels, MAX_TARGET_LEN), class-id order."""
     from stages.finetune.encode import load_task_tokenizer
-    from stages.finetune.text_to_text.glue import MAX_TARGET_LEN, label_words
+    from stages.finetune.glue.text_to_text import MAX_TARGET_LEN, label_words
     from stages.finetune.text_to_text.pairs import target_ids
 
     # The source length is irrelevant here: targets are encoded without truncation or padding.
     return target_ids(load_task_tokenizer(tokenizer_path, MAX_TARGET_LEN), list(label_words(spec)), MAX_TARGET_LEN)
-
-
-def label_log_likelihoods(backbone, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                          targets: torch.Tensor) -> torch.Tensor:
-    """log P(target | source) summed over each target's tokens: (B, num_targets).
-    targets: (C, L) ids, IGNORE_INDEX after </s>."""
-    batch, num_targets = input_ids.size(0), targets.size(0)
-    memory = backbone.encode(input_ids, attention_mask)  # (B, S, H)
-    # Row b * C + c pairs source b with target c.
-    memory = memory.repeat_interleave(num_targets, dim=0)  # (B*C, S, H)
-    mask = None if attention_mask is None else attention_mask.repeat_interleave(num_targets, dim=0)  # (B*C, S)
-    tiled = targets.repeat(batch, 1)  # (B*C, L)
-    logits = backbone.decode(backbone.shift_right(tiled), memory, mask)  # (B*C, L, V)
-    log_probs = logits.float().log_softmax(dim=-1)
-    scored = tiled != IGNORE_INDEX
-    token_log_probs = log_probs.gather(-1, tiled.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (B*C, L)
-    return (token_log_probs * scored).sum(dim=1).view(batch, num_targets)
 
 
 def enable_rank_scoring(model, spec, cfg, tokenizer_path: str) -> None:

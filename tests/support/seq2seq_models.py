@@ -12,7 +12,7 @@ import torch
 
 from stages.models import build_model, save_pretrained
 from tests.conftest import DATA_DIR
-from tests.pretrained_dirs import train_tokenizer
+from tests.support.pretrained_dirs import train_tokenizer
 
 MULTI30K = DATA_DIR / "mt" / "multi30k"
 ARCHITECTURES = {
