@@ -1,6 +1,6 @@
 """What a bucket back end must give the artifact store and the stage lease, once for each
-real server on loopback: S3 (moto's server, tests/s3_server.py) and GCS (fake-gcs-server,
-tests/gcs_server.py), over HTTP through s3fs / gcsfs, nothing mocked. A stage's files go
+real server on loopback: S3 (moto's server, tests/support/s3_server.py) and GCS (fake-gcs-server,
+tests/support/gcs_server.py), over HTTP through s3fs / gcsfs, nothing mocked. A stage's files go
 up at its commit and come back byte for byte; the manifest is committed once; a changed
 object is found by size and by sha256; one lease holder at a time. What only one back end
 has (S3's verify command, GCS's generations) stays in test_object_store.py,
@@ -24,7 +24,7 @@ from storage.object_keys import ObjectKeys, PreconditionFailed, filesystem
 from storage.object_lease import ObjectLease, peek_lease
 from storage.object_store import ObjectArtifactStore
 from storage.writer_lock import StageLocked
-from tests.stage_files import FILES, finished_stage
+from tests.support.stage_files import FILES, finished_stage
 
 _names = itertools.count()
 
@@ -43,13 +43,13 @@ def backend(request, tmp_path, monkeypatch) -> Backend:
         from tests.unit import test_object_store as s3
 
         request.getfixturevalue("s3_endpoint")
-        from tests.s3_server import make_bucket
+        from tests.support.s3_server import make_bucket
 
         return Backend(make_bucket("backend-test"), s3.objects, s3.put_object)
     from tests.unit import test_gcs_store as gcs
 
     request.getfixturevalue("gcs_endpoint")
-    from tests.gcs_server import make_gcs_bucket
+    from tests.support.gcs_server import make_gcs_bucket
 
     return Backend(make_gcs_bucket(f"backend-test-{next(_names)}"), gcs.objects, gcs.put_object)
 
