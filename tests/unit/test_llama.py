@@ -90,6 +90,9 @@ def test_rotary_base_and_key_value_grouping_change_the_outputs():
 
 @pytest.mark.parametrize("config", [GQA, MHA], ids=["gqa", "mha-tied"])
 def test_kv_cache_decoding_equals_recomputation_and_hugging_face_greedy(config):
+    # Seeded: greedy decoding of random weights can meet near-tied logits, where float
+    # rounding picks either token; an unseeded init made the comparison pass or fail by chance.
+    torch.manual_seed(0)
     hf = hf_llama(config)
     ours = GPT(config).eval()
     ours.load_state_dict(hf_llama_to_gpt(hf.state_dict(), config))
