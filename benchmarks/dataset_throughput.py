@@ -152,16 +152,17 @@ def loader_throughput(root: Path) -> list[tuple]:
     import torch
 
     from stages.models.build import build_model
+    from stages.objectives.clm.loss import next_token_loss
     model = build_model({"family": "gpt", "num_layers": 2, "hidden_size": 64, "num_heads": 2},
                         2048, 64)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x = torch.randint(0, 2048, (8, 64))
     for _ in range(3):
-        model(x, labels=x)[-1].backward()
+        next_token_loss(model(x), x)[0].backward()
     start, steps = time.perf_counter(), 20
     for _ in range(steps):
         optimizer.zero_grad()
-        loss = model(x, labels=x)[-1]
+        loss = next_token_loss(model(x), x)[0]
         loss.backward()
         optimizer.step()
     step_examples_per_s = 8 * steps / (time.perf_counter() - start)

@@ -23,6 +23,8 @@ from stages.models.gpt.convert import gpt_to_hf_gpt2, hf_gpt2_config  # noqa: E4
 from stages.models.bert.convert import bert_to_hf_bert, hf_bert_config  # noqa: E402
 from stages.models.t5.convert import hf_t5_config, t5_to_hf_t5  # noqa: E402
 from stages.models.build import build_preset  # noqa: E402
+from stages.objectives.clm.loss import next_token_loss  # noqa: E402
+from stages.objectives.output import prediction_loss  # noqa: E402
 
 # One mid-sized shape for every family (bert-mini's): 4 layers, 256 wide, 4 heads.
 SHAPE = dict(num_layers=4, hidden_size=256, num_heads=4, dropout=0.0)
@@ -50,10 +52,19 @@ def build_pair(family: str, seq_len: int):
 
 def step(model, family: str, ids: torch.Tensor, hugging_face: bool) -> None:
     kwargs = {"labels": ids}
+    pair_labels = torch.zeros(ids.size(0), dtype=torch.long, device=ids.device)
     if family == "bert":  # Hugging Face only returns a loss with both pre-training labels
-        kwargs["next_sentence_label"] = torch.zeros(ids.size(0), dtype=torch.long, device=ids.device)
-    out = model(input_ids=ids, **kwargs) if hugging_face else model(ids, **kwargs)
-    loss = out.loss if hugging_face else out[-1]
+        kwargs["next_sentence_label"] = pair_labels
+    if hugging_face:
+        loss = model(input_ids=ids, **kwargs).loss
+    elif family == "gpt":  # ours: the pretraining losses are the objectives' (stages/objectives/)
+        loss, _ = next_token_loss(model(ids), ids)
+    elif family == "bert":
+        mlm_logits, pair_logits = model(ids)
+        loss = (prediction_loss(mlm_logits.flatten(0, 1), ids.flatten())[0]
+                + prediction_loss(pair_logits, pair_labels)[0])
+    else:  # T5's forward(labels=) is its seq2seq loss
+        loss = model(ids, **kwargs)[-1]
     loss.backward()
     model.zero_grad(set_to_none=True)
 

@@ -88,8 +88,10 @@ class PlainLoop:
     def step(self, ids) -> float:
         import torch
 
+        from stages.objectives.clm.loss import next_token_loss
+
         with self.autocast:
-            _, loss = self.model(ids, labels=ids)
+            loss, _ = next_token_loss(self.model(ids), ids)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()

@@ -11,8 +11,8 @@ Public API (stable; finetune and pretrain build on it):
               num_kv_heads=None, intermediate_size=None, rope_theta=None,
               tie_word_embeddings=None)   # the last four: llama only (see gpt/model.py)
     GPT(config)
-        .forward(input_ids, labels=None, attention_mask=None) -> (logits (B,T,V), loss|None)
-            labels are shifted inside (position t predicts t+1); -100 = no loss
+        .forward(input_ids, attention_mask=None) -> logits (B,T,V), position t scoring token t+1
+            (the pretraining losses are the objectives': stages/objectives/)
         .hidden_states(input_ids, attention_mask=None) -> (B, T, C) after the final LayerNorm
         .num_parameters(exclude_position_embedding=False) -> int
         .flops_per_token(seq_len=None) -> int            # 6N + 12*L*C*T

@@ -82,7 +82,7 @@ def generate(model: GPT, input_ids: torch.Tensor, max_new_tokens: int, *, do_sam
     ids, step_input = input_ids, input_ids
     done = torch.zeros(input_ids.size(0), dtype=torch.bool, device=input_ids.device)  # (B,)
     for _ in range(max_new_tokens):
-        logits, _ = model(step_input, kv_cache=cache)  # (B, T', V)
+        logits = model(step_input, kv_cache=cache)  # (B, T', V)
         token = next_token(logits[:, -1], do_sample=do_sample, temperature=temperature,
                            top_k=top_k, top_p=top_p, generator=generator)  # (B,)
         if eos_token_id is not None:
@@ -158,7 +158,7 @@ def _gpt_beam_search(model: GPT, input_ids: torch.Tensor, max_new_tokens: int, n
 
     def step(ids: torch.Tensor) -> torch.Tensor:  # (B*K, T) -> (B*K, V)
         fed = ids if cache[0].length == 0 else ids[:, -1:]  # the prompt once, then the newest token
-        return model(fed, kv_cache=cache)[0][:, -1]
+        return model(fed, kv_cache=cache)[:, -1]
 
     def reorder(rows: torch.Tensor) -> None:
         for layer_cache in cache:

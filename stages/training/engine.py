@@ -4,7 +4,7 @@
     engine = create_engine(model, settings, user_deepspeed_config=None)
     engine = initialize_engine(model, ds_config=build_deepspeed_config(...), lr=1e-3,
                                weight_decay=0.1, schedule=WarmupDecaySchedule(...))   # by hand
-    loss = engine(input_ids, labels=input_ids)[1]
+    loss = objective(engine, batch).loss          # stages/objectives/: the loss of a batch
     engine.backward(loss)
     grad_norm = optimizer_step(engine)          # float at accumulation boundaries, else None
     state_dict = full_fp32_state_dict(engine)   # collective; every rank gets all weights

@@ -33,6 +33,7 @@ from stages.pretrain.sample_plan import plan_samples
 from stages.pretrain.samples import SAMPLES_FILE, Sampler
 from stages.pretrain.snapshots import read_snapshot_index, snapshot_path
 from tests.support.counting_dataset import SEQ_LEN, VOCAB_SIZE, write_counting_dataset
+from tests.support.pretraining_loss import causal_lm_loss
 
 pytestmark = pytest.mark.ray
 
@@ -174,7 +175,7 @@ def test_pretrain_trains_logs_checkpoints_and_exports(uninterrupted, stage_input
     validation = PackedSequenceLoader(stage_inputs["dataset"], "validation", batch_size=32, shuffle=False)
     rows = next(validation)  # the 2 workers x 4 batches x 4 rows the evaluation used
     with torch.no_grad():
-        _, loss = model(rows, labels=rows)
+        loss = causal_lm_loss(model(rows), rows)
     assert loss.item() == pytest.approx(metrics["val_loss"], rel=1e-4)
 
 

@@ -26,6 +26,7 @@ from stages.objectives.registry import build_batch_builder
 from stages.pretrain.run import run
 from stages.training.schedule import WarmupDecaySchedule
 from tests.support.counting_dataset import TINY_GPT, VOCAB_SIZE, logged_records, pretrain_context, write_stage_inputs
+from tests.support.pretraining_loss import causal_lm_loss
 
 pytestmark = pytest.mark.ray
 
@@ -85,5 +86,5 @@ def loss_on_next_rows(model_dir, stage_inputs, samples_consumed: int, num_worker
     loader.load_state_dict({"epoch": 0, "samples_consumed": samples_consumed, "seed": 0})
     rows = next(loader)["input_ids"]
     with torch.no_grad():
-        _, loss = load_pretrained(model_dir).eval()(rows, labels=rows)
+        loss = causal_lm_loss(load_pretrained(model_dir).eval()(rows), rows)
     return loss.item()

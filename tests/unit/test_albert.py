@@ -29,6 +29,7 @@ from stages.pretrain.model_config import model_config
 from tests.support.engine_subprocess import run_engine_script
 from tests.support.perturb import perturb_
 from tests.support.pinned import import_pinned
+from tests.support.pretraining_loss import bert_pretraining_loss
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
 transformers = import_pinned("transformers")
@@ -66,7 +67,8 @@ def test_mlm_and_sop_logits_match_albert_for_pretraining_both_ways(config):
     ours = BertForPreTraining(config).eval()
     ours.load_state_dict(hf_albert_to_albert(hf.state_dict(), config), strict=True)
     with torch.no_grad():
-        mlm, sop, loss = ours(ids, mask, token_types, labels=labels, next_sentence_label=order)
+        mlm, sop = ours(ids, mask, token_types)
+        loss = bert_pretraining_loss(mlm, sop, labels, order)
         theirs = hf(input_ids=ids, attention_mask=mask, token_type_ids=token_types, labels=labels,
                     sentence_order_label=order)
     torch.testing.assert_close(mlm[real], theirs.prediction_logits[real], rtol=1e-4, atol=1e-4)
@@ -79,7 +81,7 @@ def test_mlm_and_sop_logits_match_albert_for_pretraining_both_ways(config):
     missing, unexpected = hf.load_state_dict(albert_to_hf_albert(ours.state_dict(), config), strict=False)
     assert not missing and not unexpected
     with torch.no_grad():
-        mlm, sop, _ = ours(ids, mask, token_types)
+        mlm, sop = ours(ids, mask, token_types)
         theirs = hf(input_ids=ids, attention_mask=mask, token_type_ids=token_types)
     torch.testing.assert_close(theirs.prediction_logits[real], mlm[real], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(theirs.sop_logits, sop, rtol=1e-4, atol=1e-4)
@@ -164,7 +166,7 @@ def test_attention_or_ffn_sharing_shares_only_that_sublayer(share):
     unshared = BertForPreTraining(BertConfig(**{**SHARED.__dict__, "share_layers": "none"}))
     assert model.num_parameters() == unshared.num_parameters() - 2 * sublayer
     ids, mask, token_types = padded_inputs()
-    model(ids, mask, token_types, labels=ids)[-1].backward()
+    bert_pretraining_loss(*model(ids, mask, token_types), ids).backward()
     shared_weight = first.attn.qkv_proj.weight if share == "attention" else first.mlp.fc_out.weight
     assert shared_weight.grad.abs().sum() > 0  # one gradient, summed over the layers
     with pytest.raises(ValueError, match=f"share_layers='{share}' has no Hugging Face ALBERT layout"):

@@ -20,6 +20,7 @@ from stages.models import (
     SpanExtractionModel,
     TokenClassificationModel,
 )
+from tests.support.pretraining_loss import bert_pretraining_loss
 
 CONFIG = BertConfig(vocab_size=97, max_seq_len=16, num_layers=2, hidden_size=32, num_heads=4, dropout=0.0)
 
@@ -76,7 +77,8 @@ def test_pretraining_loss_is_mlm_plus_nsp_and_the_decoder_is_tied():
     labels = torch.full_like(ids, -100)
     labels[:, [2, 5]] = ids[:, [2, 5]]
     nsp_label = torch.tensor([0, 1])
-    mlm_logits, nsp_logits, loss = model(ids, labels=labels, next_sentence_label=nsp_label)
+    mlm_logits, nsp_logits = model(ids)
+    loss = bert_pretraining_loss(mlm_logits, nsp_logits, labels, nsp_label)
     assert mlm_logits.shape == (2, 10, CONFIG.vocab_size) and nsp_logits.shape == (2, 2)
     expected = F.cross_entropy(mlm_logits[:, [2, 5]].reshape(-1, CONFIG.vocab_size), ids[:, [2, 5]].reshape(-1))
     expected = expected + F.cross_entropy(nsp_logits, nsp_label)
@@ -104,9 +106,9 @@ def test_overfitting_one_mlm_batch_drives_the_loss_down():
     ids = random_ids(batch=4)
     labels = ids.clone()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    _, _, first = model(ids, labels=labels)
+    first = bert_pretraining_loss(*model(ids), labels)
     for _ in range(40):
-        _, _, loss = model(ids, labels=labels)
+        loss = bert_pretraining_loss(*model(ids), labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -115,6 +115,7 @@ from stages.training.deepspeed_config import build_deepspeed_config
 from stages.training.engine import create_engine, full_fp32_state_dict, initialize_engine, optimizer_step
 from stages.training.engine_settings import EngineSettings, LossScaling
 from stages.training.schedule import WarmupDecaySchedule
+from tests.support.pretraining_loss import causal_lm_loss
 
 dist.init_process_group("gloo", rank=0, world_size=1)
 config = GPTConfig(vocab_size=64, max_seq_len=16, num_layers=1, hidden_size=32, num_heads=4, dropout=0.1)
@@ -128,7 +129,7 @@ def train(build):
     for micro in range(TOTAL_STEPS * engine.gradient_accumulation_steps()):
         torch.manual_seed(100 + micro)
         record["lrs"].append(engine.get_lr()[0])
-        _, loss = engine(ids[:2], labels=ids[:2])
+        loss = causal_lm_loss(engine(ids[:2]), ids[:2])
         engine.backward(loss)
         record["norms"].append(optimizer_step(engine))
         record["losses"].append(loss.item())

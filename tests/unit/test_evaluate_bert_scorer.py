@@ -33,7 +33,7 @@ def pll_by_hand(scorer: BertScorer, text_ids: list[int], scored: range) -> tuple
         masked = list(text_ids)
         masked[position] = scorer.mask_id
         with torch.no_grad():
-            logits, _, _ = scorer.model(torch.tensor([[scorer.cls_id, *masked, scorer.sep_id]]))
+            logits, _ = scorer.model(torch.tensor([[scorer.cls_id, *masked, scorer.sep_id]]))
         log_probs = logits[0, 1 + position].float().log_softmax(-1)
         total += log_probs[text_ids[position]].item()
         greedy = greedy and int(log_probs.argmax()) == text_ids[position]
@@ -68,7 +68,7 @@ def test_cloze_is_greedy_when_every_masked_token_is_the_argmax(scorer):
         context = " ".join(words[:end])
         ids = scorer.tokenizer.encode(context, add_special_tokens=False).ids[-(MAX_LENGTH - 3):]
         with torch.no_grad():
-            logits, _, _ = scorer.model(torch.tensor([[scorer.cls_id, *ids, scorer.mask_id, scorer.sep_id]]))
+            logits, _ = scorer.model(torch.tensor([[scorer.cls_id, *ids, scorer.mask_id, scorer.sep_id]]))
         word = scorer.tokenizer.id_to_token(int(logits[0, -2].argmax()))
         if word.isalpha():
             break

@@ -31,7 +31,7 @@ def scorer(model_dir) -> GPTScorer:
 def log_softmax_of(scorer: GPTScorer, inputs: list[int]) -> torch.Tensor:
     """(T, V): row t is the model's log-distribution of the token after inputs[:t + 1]."""
     with torch.no_grad():
-        logits, _ = scorer.model(torch.tensor([inputs]))
+        logits = scorer.model(torch.tensor([inputs]))
     return logits[0].float().log_softmax(-1)
 
 

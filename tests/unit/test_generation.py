@@ -37,9 +37,9 @@ def test_cached_logits_equal_full_recompute_at_every_step():
     ids = prompt(seq_len=12)
     cache = model.new_kv_cache()
     with torch.no_grad():
-        full, _ = model(ids)
-        first, _ = model(ids[:, :7], kv_cache=cache)  # prefill 7, then 2 + 1 + 2 tokens
-        steps = [first] + [model(ids[:, a:b], kv_cache=cache)[0] for a, b in [(7, 9), (9, 10), (10, 12)]]
+        full = model(ids)
+        first = model(ids[:, :7], kv_cache=cache)  # prefill 7, then 2 + 1 + 2 tokens
+        steps = [first] + [model(ids[:, a:b], kv_cache=cache) for a, b in [(7, 9), (9, 10), (10, 12)]]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
     assert cache[0].length == 12
 
@@ -53,7 +53,7 @@ def test_cached_greedy_generation_equals_uncached_argmax_generation():
     assert torch.equal(cached, uncached)
     # and the reference really is argmax of a full forward pass at each step
     with torch.no_grad():
-        logits, _ = model(cached[:, :-1])
+        logits = model(cached[:, :-1])
     assert torch.equal(logits[:, 4:].argmax(-1), cached[:, 5:])
 
 

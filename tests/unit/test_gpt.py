@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from stages.models import GPT, GPTConfig, build_model, load_pretrained, save_pretrained
 from stages.models.gpt.convert import gpt_to_hf_gpt2, hf_gpt2_config, hf_gpt2_to_gpt
 from tests.support.pinned import import_pinned
+from tests.support.pretraining_loss import causal_lm_loss
 
 TINY = dict(vocab_size=97, max_seq_len=16, num_layers=2, hidden_size=32, num_heads=4)
 
@@ -34,8 +35,8 @@ def test_changing_a_future_token_leaves_earlier_logits_unchanged(with_mask):
     changed = ids.clone()
     changed[:, t + 1] = (changed[:, t + 1] + 1) % TINY["vocab_size"]
     with torch.no_grad():
-        before, _ = model(ids, attention_mask=mask)
-        after, _ = model(changed, attention_mask=mask)
+        before = model(ids, attention_mask=mask)
+        after = model(changed, attention_mask=mask)
     torch.testing.assert_close(before[:, : t + 1], after[:, : t + 1], rtol=0, atol=1e-6)
     assert not torch.allclose(before[:, t + 1], after[:, t + 1])  # the changed position did move
 
@@ -44,8 +45,8 @@ def test_explicit_all_ones_mask_matches_the_causal_fast_path():
     model = tiny_gpt()
     ids = random_ids()
     with torch.no_grad():
-        fast, _ = model(ids)
-        masked, _ = model(ids, attention_mask=torch.ones_like(ids))
+        fast = model(ids)
+        masked = model(ids, attention_mask=torch.ones_like(ids))
     torch.testing.assert_close(fast, masked, rtol=1e-5, atol=1e-5)
 
 
@@ -77,8 +78,7 @@ def test_lm_head_is_tied_to_the_token_embedding():
     model = tiny_gpt()
     assert model.lm_head.weight is model.token_embedding.weight
     ids = random_ids()
-    _, loss = model(ids, labels=ids)
-    loss.backward()
+    causal_lm_loss(model(ids), ids).backward()
     assert model.token_embedding.weight.grad is not None
     # Counted once: the tied matrix is one parameter.
     assert sum(1 for p in model.parameters() if p is model.token_embedding.weight) == 1
@@ -124,7 +124,8 @@ def test_loss_is_next_token_cross_entropy_with_ignore_index():
     ids = random_ids()
     labels = ids.clone()
     labels[:, 7:] = -100
-    logits, loss = model(ids, labels=labels)
+    logits = model(ids)
+    loss = causal_lm_loss(logits, labels)
     expected = F.cross_entropy(logits[:, :6].reshape(-1, TINY["vocab_size"]), ids[:, 1:7].reshape(-1))
     torch.testing.assert_close(loss, expected)
     assert logits.shape == (2, 12, TINY["vocab_size"])
@@ -133,7 +134,7 @@ def test_loss_is_next_token_cross_entropy_with_ignore_index():
 def test_initial_loss_is_near_uniform():
     model = tiny_gpt()
     ids = random_ids(batch=8)
-    _, loss = model(ids, labels=ids)
+    loss = causal_lm_loss(model(ids), ids)
     assert loss.item() == pytest.approx(math.log(TINY["vocab_size"]), rel=0.05)
 
 
@@ -141,9 +142,9 @@ def test_overfitting_one_batch_drives_the_loss_down():
     model = tiny_gpt().train()
     ids = random_ids(batch=4)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    _, first = model(ids, labels=ids)
+    first = causal_lm_loss(model(ids), ids)
     for _ in range(60):
-        _, loss = model(ids, labels=ids)
+        loss = causal_lm_loss(model(ids), ids)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -168,7 +169,7 @@ def test_save_and_load_round_trip(tmp_path):
     assert loaded.config == model.config
     assert loaded.lm_head.weight is loaded.token_embedding.weight
     ids = random_ids()
-    torch.testing.assert_close(loaded(ids)[0], model(ids)[0], rtol=0, atol=0)
+    torch.testing.assert_close(loaded(ids), model(ids), rtol=0, atol=0)
 
 
 def test_build_model_rejects_unknown_keys_and_families():
@@ -195,14 +196,14 @@ def test_logits_match_hugging_face_gpt2_both_ways():
     assert not unexpected and all(".attn.bias" in k or ".masked_bias" in k for k in missing)
     ids = random_ids()
     with torch.no_grad():
-        ours, _ = model(ids)
+        ours = model(ids)
         theirs = hf_model(ids).logits
     torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
 
     back = tiny_gpt(seed=123)
     back.load_state_dict(hf_gpt2_to_gpt(hf_model.state_dict(), TINY["num_layers"]), strict=True)
     with torch.no_grad():
-        torch.testing.assert_close(back(ids)[0], ours, rtol=0, atol=0)
+        torch.testing.assert_close(back(ids), ours, rtol=0, atol=0)
 
 
 def test_pretrain_model_section_says_how_to_fix_heads_that_do_not_divide():

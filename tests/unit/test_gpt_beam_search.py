@@ -27,7 +27,7 @@ def tiny_gpt(vocab_size: int = 53) -> GPT:
 
 def continuation_log_prob(model: GPT, ids: torch.Tensor, prompt_len: int) -> float:
     with torch.no_grad():
-        logits, _ = model(ids[:, :-1])
+        logits = model(ids[:, :-1])
     log_probs = logits.log_softmax(-1).gather(-1, ids[:, 1:, None])  # (1, T-1, 1)
     return log_probs[:, prompt_len - 1:].sum().item()
 

@@ -17,6 +17,7 @@ from stages.models.t5.convert import hf_t5_config, hf_t5_to_t5, t5_config_from_h
 from stages.models.hf_export import export_hf, import_hf
 from stages.models.positions import relative_position_bucket
 from tests.support.perturb import perturb_
+from tests.support.pretraining_loss import bert_pretraining_loss, causal_lm_loss
 from tests.support.pinned import import_pinned
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
@@ -65,7 +66,8 @@ def test_bert_for_pretraining_matches_hugging_face_both_ways():
     labels = ids.masked_fill(torch.rand(ids.shape, generator=torch.Generator().manual_seed(2)) > 0.3, -100)
     nsp = torch.tensor([0, 1])
     with torch.no_grad():
-        mlm_logits, nsp_logits, loss = ours(ids, mask, token_types, labels=labels, next_sentence_label=nsp)
+        mlm_logits, nsp_logits = ours(ids, mask, token_types)
+        loss = bert_pretraining_loss(mlm_logits, nsp_logits, labels, nsp)
         theirs = hf(input_ids=ids, attention_mask=mask, token_type_ids=token_types, labels=labels,
                     next_sentence_label=nsp)
     real = mask.bool()
@@ -89,9 +91,10 @@ def test_gpt2_lm_matches_hugging_face_both_ways_with_padding():
     ours.load_state_dict(hf_gpt2_to_gpt(hf.state_dict(), config.num_layers), strict=True)
     ids, mask = inputs()
     with torch.no_grad():
-        logits, loss = ours(ids, labels=ids)
+        logits = ours(ids)
+        loss = causal_lm_loss(logits, ids)
         theirs = hf(input_ids=ids, labels=ids)
-        padded, _ = ours(ids, attention_mask=mask)
+        padded = ours(ids, attention_mask=mask)
         padded_theirs = hf(input_ids=ids, attention_mask=mask).logits
     torch.testing.assert_close(logits, theirs.logits, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(loss, theirs.loss, rtol=1e-4, atol=1e-4)
@@ -163,7 +166,7 @@ def test_exported_folder_loads_with_auto_model_and_imports_back(tmp_path, minilm
             out = m(input_ids=ids) if hugging_face else m(ids)
         if hugging_face:
             return out.prediction_logits if isinstance(model, BertForPreTraining) else out.logits
-        return out[0]
+        return out if isinstance(out, torch.Tensor) else out[0]  # GPT: the logits; BERT, T5: a tuple
 
     with torch.no_grad():
         expected = logits(model, hugging_face=False)

@@ -60,7 +60,7 @@ def test_gpt2_checkpoint_gives_the_hugging_face_logits(gpt2_folder):
     ids = torch.randint(0, VOCAB, (2, 16), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         theirs = hf(ids).logits
-        logits, _ = ours(ids)
+        logits = ours(ids)
     assert fresh == [] and ours.config.max_seq_len == 64 and ours.config.num_layers == 2
     torch.testing.assert_close(logits, theirs, atol=1e-4, rtol=0)
 
@@ -72,7 +72,7 @@ def test_a_bare_gpt2_model_in_a_pytorch_bin_loads_with_the_tied_head(gpt2_folder
     ours, _ = load(tmp_path, model_config(family="gpt"))
     ids = torch.arange(12).unsqueeze(0)
     with torch.no_grad():
-        torch.testing.assert_close(ours(ids)[0], hf(ids).logits, atol=1e-4, rtol=0)
+        torch.testing.assert_close(ours(ids), hf(ids).logits, atol=1e-4, rtol=0)
 
 
 def test_t5_checkpoint_gives_the_hugging_face_logits(t5_folder):
@@ -140,7 +140,7 @@ def test_llama_checkpoint_gives_the_hugging_face_logits(tmp_path, tied):
     ids = torch.randint(0, VOCAB, (2, 16), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         theirs = hf(ids).logits
-        logits, _ = ours(ids)
+        logits = ours(ids)
     assert fresh == [] and ours.config.variant == "llama" and ours.config.num_kv_heads == 2
     torch.testing.assert_close(logits, theirs, atol=1e-4, rtol=0)
     with pytest.raises(ValueError, match="num_key_value_heads=2"):

@@ -21,6 +21,7 @@ from stages.models.hf_export import export_hf, import_hf
 from tests.support.engine_subprocess import run_engine_script
 from tests.support.perturb import perturb_
 from tests.support.pinned import import_pinned
+from tests.support.pretraining_loss import causal_lm_loss
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never reach for the hub
 transformers = import_pinned("transformers")
@@ -54,7 +55,8 @@ def test_logits_and_loss_match_llama_for_causal_lm_both_ways(config):
     ours = GPT(config).eval()
     ours.load_state_dict(hf_llama_to_gpt(hf.state_dict(), config), strict=True)
     with torch.no_grad():
-        logits, loss = ours(ids, labels=labels, attention_mask=mask)
+        logits = ours(ids, attention_mask=mask)
+        loss = causal_lm_loss(logits, labels)
         theirs = hf(input_ids=ids, attention_mask=mask, labels=labels)
     torch.testing.assert_close(logits[real], theirs.logits[real], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(loss, theirs.loss, rtol=1e-4, atol=1e-4)
@@ -66,7 +68,7 @@ def test_logits_and_loss_match_llama_for_causal_lm_both_ways(config):
     assert not missing and not unexpected
     with torch.no_grad():
         torch.testing.assert_close(hf(input_ids=ids, attention_mask=mask).logits[real],
-                                   ours(ids, attention_mask=mask)[0][real], rtol=1e-4, atol=1e-4)
+                                   ours(ids, attention_mask=mask)[real], rtol=1e-4, atol=1e-4)
 
 
 def test_rotary_base_and_key_value_grouping_change_the_outputs():
@@ -85,7 +87,7 @@ def test_rotary_base_and_key_value_grouping_change_the_outputs():
     other_groups.load_state_dict(state)
     with torch.no_grad():
         for model in (other_base, other_groups):
-            assert (model(ids)[0] - reference).abs().max() > 1e-3
+            assert (model(ids) - reference).abs().max() > 1e-3
 
 
 @pytest.mark.parametrize("config", [GQA, MHA], ids=["gqa", "mha-tied"])
@@ -119,10 +121,10 @@ def test_exported_folder_loads_as_llama_for_causal_lm_and_imports_back(tmp_path,
     ids, mask = padded_inputs()
     real = mask.bool()
     with torch.no_grad():
-        expected = ours(ids, attention_mask=mask)[0]
+        expected = ours(ids, attention_mask=mask)
         torch.testing.assert_close(hf(input_ids=ids, attention_mask=mask).logits[real], expected[real],
                                    rtol=1e-4, atol=1e-4)
-        torch.testing.assert_close(back(ids, attention_mask=mask)[0], expected, rtol=0, atol=0)
+        torch.testing.assert_close(back(ids, attention_mask=mask), expected, rtol=0, atol=0)
 
 
 def test_unsupported_llama_checkpoints_and_options_are_refused():
@@ -174,7 +176,7 @@ def test_a_pretrained_llama_fine_tunes_and_is_scored_by_the_evaluate_stage(tmp_p
         continuation = encode(context + choice, add_special_tokens=False).ids[len(context_ids):]
         inputs = torch.tensor([context_ids + continuation[:-1]])
         with torch.no_grad():
-            log_probs = scorer.model(inputs)[0][0, -len(continuation):].log_softmax(-1)
+            log_probs = scorer.model(inputs)[0, -len(continuation):].log_softmax(-1)
         expected = log_probs.gather(1, torch.tensor(continuation)[:, None]).sum().item()
         assert result.logprob == pytest.approx(expected, abs=1e-4), choice
     # and the hf/ folder next to it is a LlamaForCausalLM with the tokenizer

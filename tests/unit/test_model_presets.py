@@ -13,6 +13,7 @@ from stages.models import GPT, T5, BertForPreTraining, GPTConfig
 from stages.models.checkpointing import apply_activation_checkpointing
 from stages.models.build import build_preset
 from stages.models.config import PRESETS, preset_config
+from tests.support.pretraining_loss import bert_pretraining_loss, causal_lm_loss
 
 
 def on_meta(name: str) -> torch.nn.Module:
@@ -58,7 +59,8 @@ def test_debug_presets_are_tiny_and_run():
         model = build_preset(name).eval()
         assert model.num_parameters() < 250_000
         ids = torch.randint(0, 512, (1, 8))
-        logits = model(ids, decoder_input_ids=ids)[0] if isinstance(model, T5) else model(ids)[0]
+        logits = model(ids, decoder_input_ids=ids)[0] if isinstance(model, T5) else model(ids)
+        logits = logits[0] if isinstance(logits, tuple) else logits  # BERT: (MLM logits, pair logits)
         assert logits.shape == (1, 8, 512)
 
 
@@ -108,7 +110,9 @@ def loss_of(model: torch.nn.Module, family: str) -> torch.Tensor:
     torch.manual_seed(7)  # same dropout masks in both runs
     if family == "t5":
         return model(ids, labels=ids)[1]
-    return model(ids, labels=ids)[-1]
+    if family == "gpt":
+        return causal_lm_loss(model(ids), ids)
+    return bert_pretraining_loss(*model(ids), ids)
 
 
 @pytest.mark.parametrize("index", [0, 1, 2, 3], ids=["gpt", "bert", "t5", "transformer"])

@@ -18,12 +18,13 @@ from stages.training.parallelize import (
     apply_compile, apply_compile_to_loss, compile_kwargs_for, compile_loss_for, parallelize,
 )
 from tests.support.engine_subprocess import run_engine_script
+from tests.support.pretraining_loss import causal_lm_loss
 
 CONFIG = GPTConfig(vocab_size=64, max_seq_len=16, num_layers=2, hidden_size=32, num_heads=4)
 
 
 def loss_and_grads(model: GPT, ids: torch.Tensor) -> tuple[float, dict[str, torch.Tensor]]:
-    _, loss = model(ids, labels=ids)
+    loss = causal_lm_loss(model(ids), ids)
     loss.backward()
     return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()}
 
@@ -67,6 +68,7 @@ from stages.training.deepspeed_config import build_deepspeed_config
 from stages.training.engine import initialize_engine, optimizer_step
 from stages.training.parallelize import parallelize
 from stages.training.schedule import WarmupDecaySchedule
+from tests.support.pretraining_loss import causal_lm_loss
 
 dist.init_process_group("gloo", rank=0, world_size=1)
 config = GPTConfig(vocab_size=64, max_seq_len=16, num_layers=2, hidden_size=32, num_heads=4, dropout=0.1)
@@ -83,7 +85,7 @@ for name, options in [("plain", {}), ("checkpointed", {"activation_checkpointing
     losses = []
     for step in range(2):
         torch.manual_seed(100 + step)  # same dropout masks in every variant
-        _, loss = engine(ids, labels=ids)
+        loss = causal_lm_loss(engine(ids), ids)
         engine.backward(loss)
         optimizer_step(engine)
         losses.append(loss.item())

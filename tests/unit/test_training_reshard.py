@@ -29,6 +29,7 @@ from stages.training.checkpoint import _load_resharded
 from stages.training.deepspeed_config import build_deepspeed_config
 from stages.training.engine import initialize_engine, optimizer_step
 from stages.training.schedule import WarmupDecaySchedule
+from tests.support.pretraining_loss import causal_lm_loss
 
 GLOBAL_BATCH, SAVE_AT, MORE = 4, 4, 3
 
@@ -51,7 +52,7 @@ def worker(rank, world_size, port, stage, mode, directory, out):
         ids = torch.randint(0, 64, (GLOBAL_BATCH, 16), generator=torch.Generator().manual_seed(step))
         part = ids[rank * GLOBAL_BATCH // world_size:(rank + 1) * GLOBAL_BATCH // world_size]
         lrs.append(engine.get_lr()[0])
-        _, loss = engine(part, labels=part)
+        loss = causal_lm_loss(engine(part), part)
         engine.backward(loss)
         optimizer_step(engine)
         mean = torch.tensor([loss.item()], dtype=torch.float64)

@@ -9,8 +9,7 @@ next-sentence / sentence-order prediction (2 classes from the pooled [CLS]).
 
     config = BertConfig(vocab_size=30522, num_layers=2, hidden_size=128, num_heads=2)
     model = BertForPreTraining(config)
-    mlm_logits, nsp_logits, loss = model(input_ids, attention_mask, token_type_ids,
-                                         labels=mlm_labels, next_sentence_label=is_next)
+    mlm_logits, nsp_logits = model(input_ids, attention_mask, token_type_ids)  # the losses: stages/objectives/mlm
     hidden = model.backbone.hidden_states(input_ids, attention_mask)   # (B, T, C)
 
 variant "albert" (Lan et al. 2020) is the same encoder with ALBERT's two parameter savings,
@@ -36,7 +35,7 @@ prediction (the same `nsp` layer; the dataset decides what the label means).
 `span_boundary.py`): a head `sbo` that predicts each masked token from the hidden states
 just outside its span and its position in the span, decoded by the tied MLM decoder.
 Pass `span_boundary_labels` (the MLM labels, whose masked runs are the spans) to get its
-predictions as a fourth output; with `labels` its cross-entropy joins the loss. Off, the
+predictions as a third output (the masked-LM objective scores them). Off, the
 model is exactly BERT's (same parameters, same initialisation, same outputs). Hugging
 Face has no SBO head: export writes the rest and leaves `sbo.*` out (hf_export.py).
 
@@ -56,9 +55,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from stages.data.masking import IGNORE_INDEX
 from stages.models.attention import SelfAttention, padding_mask
 from stages.models.bert.config import BertConfig
 from stages.models.bert.parts import PARTS
@@ -206,45 +203,26 @@ class BertForPreTraining(nn.Module):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        next_sentence_label: torch.Tensor | None = None,
         span_boundary_labels: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, ...]:
-        """Returns (MLM logits (B, T, V), NSP logits (B, 2), loss or None), and with
-        span_boundary_labels a fourth: SpanBoundaryPredictions (logits (N, V), targets (N,)).
+        """Returns (MLM logits (B, T, V), NSP logits (B, 2)), and with span_boundary_labels
+        a third: SpanBoundaryPredictions (logits (N, V), targets (N,)).
 
-        labels (B, T): the original token at masked positions, -100 elsewhere (not
-        shifted). next_sentence_label (B,): 0 = B follows A, 1 = B is random. The loss is
-        the sum of the cross-entropies that are given: MLM, NSP, and with the span
-        boundary objective on and labels given, SBO's over the spans of labels.
-        span_boundary_labels (B, T): labels whose masked runs are the spans the SBO head
-        predicts (needs config.span_boundary_objective).
+        span_boundary_labels (B, T): the MLM labels (original token at masked positions,
+        -100 elsewhere), whose masked runs are the spans the SBO head predicts (needs
+        config.span_boundary_objective). The losses are the masked-LM objective's
+        (stages/objectives/mlm/loss.py), the one place they are computed.
         """
         hidden, pooled = self.backbone(input_ids, attention_mask, token_type_ids)  # (B, T, C), (B, C)
         mlm_logits = self.mlm_logits(hidden)  # (B, T, V)
         nsp_logits = self.nsp(pooled)  # (B, 2)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(mlm_logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
-        if next_sentence_label is not None:
-            nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label.long())
-            loss = nsp_loss if loss is None else loss + nsp_loss
-        if self.sbo is None:
-            if span_boundary_labels is not None:
-                raise ValueError("span_boundary_labels needs the SBO head: build the model with "
-                                 "BertConfig(span_boundary_objective=True) (pretrain.model."
-                                 "span_boundary_objective: true)")
-            return mlm_logits, nsp_logits, loss
-        sbo = None
-        if labels is not None:
-            sbo = self.span_boundary_predictions(hidden, labels, attention_mask)
-            if len(sbo.targets):  # no span with both boundaries: nothing to add (not 0/0)
-                loss = loss + F.cross_entropy(sbo.logits.float(), sbo.targets)
         if span_boundary_labels is None:
-            return mlm_logits, nsp_logits, loss
-        if span_boundary_labels is not labels:
-            sbo = self.span_boundary_predictions(hidden, span_boundary_labels, attention_mask)
-        return mlm_logits, nsp_logits, loss, sbo
+            return mlm_logits, nsp_logits
+        if self.sbo is None:
+            raise ValueError("span_boundary_labels needs the SBO head: build the model with "
+                             "BertConfig(span_boundary_objective=True) (pretrain.model."
+                             "span_boundary_objective: true)")
+        return mlm_logits, nsp_logits, self.span_boundary_predictions(hidden, span_boundary_labels, attention_mask)
 
     def span_boundary_predictions(self, hidden: torch.Tensor, labels: torch.Tensor,
                                   attention_mask: torch.Tensor | None) -> SpanBoundaryPredictions:

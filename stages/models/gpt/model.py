@@ -21,7 +21,7 @@ applied from outside by the trainer.
     model = GPT(config)
     llama = GPT(GPTConfig(vocab_size=8192, max_seq_len=128, variant="llama",
                           num_heads=4, num_kv_heads=2))
-    logits, loss = model(input_ids, labels=input_ids)     # labels are shifted inside
+    logits = model(input_ids)                             # (B, T, V); the loss is the clm objective's
     hidden = model.hidden_states(input_ids, attention_mask)  # (B, T, C) for task heads
 
 Shapes: B batch, T sequence length, C hidden size, nh heads, hs head size (C // nh),
@@ -34,9 +34,7 @@ import math
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from stages.data.masking import IGNORE_INDEX
 from stages.models.attention import KVCache, SelfAttention
 from stages.models.gpt.config import GPTConfig
 from stages.models.gpt.parts import DecoderParts, PARTS
@@ -157,28 +155,14 @@ class GPT(nn.Module):
     def forward(
         self,
         input_ids: torch.Tensor,
-        labels: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         *,
         kv_cache: list[KVCache] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Returns (logits (B, T, V), loss or None).
-
-        labels: (B, T), usually input_ids itself; shifted here so that position t predicts
-        token t+1 (Hugging Face convention). Positions labelled -100 carry no loss.
-        """
-        x = self.hidden_states(input_ids, attention_mask, kv_cache=kv_cache)  # (B, T, C)
-        logits = self.lm_head(x)  # (B, T, V)
-        loss = None
-        if labels is not None:
-            shifted_logits = logits[:, :-1, :]  # (B, T-1, V): predictions for tokens 1..T-1
-            shifted_labels = labels[:, 1:]  # (B, T-1)
-            loss = F.cross_entropy(
-                shifted_logits.reshape(-1, shifted_logits.size(-1)).float(),
-                shifted_labels.reshape(-1),
-                ignore_index=IGNORE_INDEX,
-            )
-        return logits, loss
+    ) -> torch.Tensor:
+        """Next-token logits (B, T, V): position t scores token t + 1. The loss is the
+        causal-LM objective's (stages/objectives/clm/loss.py next_token_loss), the one
+        place it is computed."""
+        return self.lm_head(self.hidden_states(input_ids, attention_mask, kv_cache=kv_cache))  # (B, T, V)
 
     def num_parameters(self, exclude_position_embedding: bool = False) -> int:
         """Unique trainable parameters (the tied LM head is counted once)."""

@@ -17,6 +17,11 @@ family: same config fields, same interface, so every t5 path trains and decodes 
     logits, loss = model(input_ids, attention_mask, labels=target_ids)  # teacher forcing
     memory = model.encode(input_ids, attention_mask)                    # (B, S, C)
 
+The loss in `forward(labels=)` is fine-tuning's seq2seq loss, the one path seq2seq and
+text-to-text fine-tuning train with (stages/finetune/seq2seq, text_to_text). Pretraining
+calls the model without labels: span corruption's loss is its objective's
+(stages/objectives/span/loss.py), as every pretraining loss is.
+
 Shapes: B batch, S source length, T target length, C hidden size (d_model),
 nh heads, V vocabulary size.
 """

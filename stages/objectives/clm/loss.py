@@ -28,7 +28,7 @@ class CausalLM:
 
     def __call__(self, model, batch: dict[str, torch.Tensor], label_smoothing: float = 0.0) -> ObjectiveOutput:
         input_ids = batch["input_ids"]  # (B, T)
-        logits, _ = model(input_ids)  # (B, T, V)
+        logits = model(input_ids)  # (B, T, V)
         loss, stats = self.loss_fn(logits, input_ids, label_smoothing)
         return ObjectiveOutput(loss=loss, parts={"clm": stats})
 

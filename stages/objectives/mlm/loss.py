@@ -36,9 +36,9 @@ class MaskedLM:
             self.parts += ("sbo",)
 
     def __call__(self, model, batch: dict[str, torch.Tensor], label_smoothing: float = 0.0) -> ObjectiveOutput:
-        # With SBO the labels also say where the spans are: a fourth output comes back
+        # With SBO the labels also say where the spans are: a third output comes back
         span_labels = {"span_boundary_labels": batch["labels"]} if self.span_boundary else {}
-        mlm_logits, pair_logits, _, *sbo = model(
+        mlm_logits, pair_logits, *sbo = model(
             batch["input_ids"], attention_mask=batch["attention_mask"],
             token_type_ids=batch["token_type_ids"], **span_labels)  # (B, T, V), (B, 2)
         loss, mlm = self.loss_fn(mlm_logits.flatten(0, 1), batch["labels"].flatten(), label_smoothing)
