@@ -125,7 +125,7 @@ class DecoderOnlySeq2Seq(nn.Module):
             width = int(attention_mask.sum(dim=1).max()) if attention_mask is not None else input_ids.size(1)
             input_ids, labels = input_ids[:, :width], labels[:, :width]
             attention_mask = attention_mask[:, :width] if attention_mask is not None else None
-            logits, _ = self.backbone(input_ids, attention_mask=attention_mask)  # (B, T, V)
+            logits = self.backbone(input_ids, attention_mask=attention_mask)  # (B, T, V): a GPT returns logits only
             # Position t predicts token t + 1.
             return logits, smoothed_loss(logits[:, :-1], labels[:, 1:], self.label_smoothing)
         return self._generate(input_ids, attention_mask), None
