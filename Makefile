@@ -14,7 +14,10 @@ DEEPSPEED_VERSION ?= 0.19.8
 # versions). torch stays with pip: uv would not take the local CPU wheel pip finds, and
 # with torch already installed at a version every requirement accepts, uv keeps it.
 UV_VERSION ?= 0.13.8
-UV_PIP = $(BIN)/uv pip install -q --python $(BIN)/python
+# --compile-bytecode: uv, unlike pip, writes no .pyc files, and Ray's processes never wrote
+# them either (none appeared in 20 minutes of the suite): every worker compiled Ray and
+# transformers from source at import, and a fresh venv's suite ran far slower (README).
+UV_PIP = $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
 # Empty: torch from PyPI. On a CPU-only machine set it to PyTorch's CPU wheel index
 # (https://download.pytorch.org/whl/cpu) so that pip does not fetch the CUDA build.
 TORCH_INDEX_URL ?=
