@@ -12,6 +12,7 @@ heartbeat thread and the rule for when a holder is dead (`is_stale`).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 import os
 import socket
 import threading
@@ -60,7 +61,7 @@ def holder_is_stale(holder: dict | None, age_seconds: float | None, stale_second
     return age_seconds is not None and age_seconds > stale_seconds
 
 
-class WriterLock:
+class WriterLock(ABC):
     noun, held = "lock", "locked"  # in messages: "(lock PATH)", "locked by"
     fenced = False         # whether a holder learns it was taken over (see holder_is_stale)
 
@@ -79,13 +80,13 @@ class WriterLock:
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
 
+    @abstractmethod
     def _try_acquire(self) -> dict | None:
         """Take the lock once: None when we hold it now, else the holder's record."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _renew(self) -> bool:
         """One heartbeat; False when the lock is no longer ours (the heartbeat stops)."""
-        raise NotImplementedError
 
     def acquire(self) -> None:
         last_report = 0.0
@@ -123,8 +124,9 @@ class WriterLock:
         self._heartbeat = None
         return True
 
+    @abstractmethod
     def release(self) -> None:
-        raise NotImplementedError
+        """Give the lock up (the subclass removes its file or object)."""
 
     def check_held(self) -> None:
         """Raise StageLocked unless we still hold it (right before the manifest commit)."""
